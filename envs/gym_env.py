@@ -1,0 +1,50 @@
+"""A built-in task as an ordinary single-world Gymnasium env.
+
+It steps through the same code as the batched backend (one world, on the calling thread), so
+the two agree bit for bit on the same seed and actions.
+"""
+
+from __future__ import annotations
+
+import gymnasium
+import numpy as np
+
+from grpo_robot.batched import BatchedEnv
+
+MAX_SEED = 2**31 - 1
+
+
+class TaskEnv(gymnasium.Env):
+    """`gymnasium.make("grpo_robot/<Task>-v0")`. Reward is 1.0 on the success step, else 0.0;
+    `info["is_success"]` carries the success predicate. The episode terminates on success (unless
+    `terminate_on_success=False`) and is truncated at the task's horizon or if the physics fails.
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, task: str = "Reach", horizon: int | None = None, terminate_on_success: bool = True):
+        self._batch = BatchedEnv(task, 1, nthread=1, horizon=horizon, terminate_on_success=terminate_on_success)
+        self.task = self._batch.task
+        self.horizon = self._batch.horizon
+        self.observation_space = gymnasium.spaces.Box(-np.inf, np.inf, (self.task.obs_dim,), np.float32)
+        self.action_space = gymnasium.spaces.Box(-1.0, 1.0, (self.task.action_dim,), np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        # without a seed, draw the start from the env's own generator so successive resets differ
+        start = seed if seed is not None else int(self.np_random.integers(MAX_SEED))
+        obs = self._batch.reset([start])[0]
+        return obs, {"is_success": False, "seed": start}
+
+    def step(self, action):
+        action = np.asarray(action)
+        if action.shape != self.action_space.shape:
+            raise ValueError(f"action must have shape {self.action_space.shape}, got {action.shape}")
+        obs, reward, terminated, truncated, info = self._batch.step(action[None])
+        return (
+            obs[0],
+            float(reward[0]),
+            bool(terminated[0]),
+            bool(truncated[0]),
+            {"is_success": bool(info["is_success"][0]), "failed": bool(info["failed"][0])},
+        )

@@ -1,0 +1,67 @@
+"""PlaceCube: pick the cube up and set it down on a raised target pad, then let go."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import scene
+from .lift_cube import grasp_actions
+from .task import Task, sample_apart
+
+PAD_HALF = (0.04, 0.04, 0.0125)  # m; the pad is a 2.5 cm step a pushed cube cannot climb
+CARRY_Z = 0.11  # m, grip height while carrying
+REST_Z = 2 * PAD_HALF[2] + scene.CUBE_HALF  # cube centre height when resting on the pad
+
+
+class PlaceCube(Task):
+    name = "PlaceCube"
+    horizon = 120
+    tolerance = 0.03  # m, cube centre to pad centre in the table plane
+    bodies = (
+        scene.cube_xml()
+        + f"""
+    <body name="target" mocap="true">
+      <geom name="target" type="box" size="{PAD_HALF[0]} {PAD_HALF[1]} {PAD_HALF[2]}"
+            rgba=".2 .4 .9 1"/>
+    </body>
+    """
+    )
+    sensors = """
+    <framepos name="cube_pos" objtype="site" objname="cube"/>
+    <framelinvel name="cube_vel" objtype="site" objname="cube"/>
+    <framepos name="cube_rel" objtype="site" objname="cube" reftype="site" refname="grip"/>
+    <framepos name="target_pos" objtype="body" objname="target"/>
+    <framepos name="target_rel" objtype="body" objname="target" reftype="site" refname="cube"/>
+    """
+
+    def place(self, rng, data):
+        cube = rng.uniform(-0.12, 0.12, size=2)
+        data.qpos[self.qpos_adr("cube") : self.qpos_adr("cube") + 3] = (*cube, scene.CUBE_HALF)
+        data.mocap_pos[0] = (*sample_apart(rng, -0.15, 0.15, cube, 0.11), PAD_HALF[2])
+
+    def _on_pad(self, obs):
+        to_pad = self.read(obs, "target_rel")
+        cube_z = self.read(obs, "cube_pos")[:, 2]
+        return (np.linalg.norm(to_pad[:, :2], axis=-1) < self.tolerance) & (np.abs(cube_z - REST_Z) < 0.006)
+
+    def success(self, obs):
+        released = self.read(obs, "finger")[:, 0] > scene.CUBE_HALF + 0.008
+        return self._on_pad(obs) & released
+
+    def expert(self, obs):
+        grip = self.read(obs, "grip_pos")
+        cube = self.read(obs, "cube_pos")
+        pad = self.read(obs, "target_pos")
+        over_pad = np.linalg.norm((pad - cube)[:, :2], axis=-1) < 0.006
+        carry = np.empty_like(grip)
+        carry[:, :2] = pad[:, :2]
+        carry[:, 2] = CARRY_Z
+        # rise before travelling sideways; over the pad, lower the cube onto it
+        low = grip[:, 2] < CARRY_Z - 0.02
+        carry[low & ~over_pad, :2] = grip[low & ~over_pad, :2]
+        carry[over_pad, 2] = REST_Z + 0.002
+        act, held = grasp_actions(self, obs, carry)
+        release = held & over_pad & (cube[:, 2] < REST_Z + 0.004) | self._on_pad(obs)
+        act[release, :3] = 0.0
+        act[release, 3] = 1.0
+        return act

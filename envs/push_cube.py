@@ -1,0 +1,63 @@
+"""PushCube: push the cube along the table until its centre is within 3 cm of the goal."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import scene
+from .task import Task, move_towards, sample_apart
+
+PUSH_STANDOFF = 0.05  # m, hand centre behind the cube centre before a push
+TRAVEL_Z = 0.075  # m, grip height for moving around the cube
+PUSH_Z = 0.02  # m, grip height while pushing
+
+
+class PushCube(Task):
+    name = "PushCube"
+    horizon = 100
+    tolerance = 0.03  # m
+    bodies = scene.cube_xml() + scene.goal_xml()
+    sensors = """
+    <framepos name="cube_pos" objtype="site" objname="cube"/>
+    <framelinvel name="cube_vel" objtype="site" objname="cube"/>
+    <framepos name="cube_rel" objtype="site" objname="cube" reftype="site" refname="grip"/>
+    <framepos name="goal_pos" objtype="body" objname="goal"/>
+    <framepos name="goal_rel" objtype="body" objname="goal" reftype="site" refname="cube"/>
+    """
+
+    def place(self, rng, data):
+        cube = rng.uniform(-0.1, 0.1, size=2)
+        data.qpos[self.qpos_adr("cube") : self.qpos_adr("cube") + 3] = (*cube, scene.CUBE_HALF)
+        data.mocap_pos[0] = (*sample_apart(rng, -0.15, 0.15, cube, 0.08), scene.CUBE_HALF)
+
+    def success(self, obs):
+        return np.linalg.norm(self.read(obs, "goal_rel")[:, :2], axis=-1) < self.tolerance
+
+    def expert(self, obs):
+        grip = self.read(obs, "grip_pos")
+        cube = self.read(obs, "cube_pos")
+        to_goal = self.read(obs, "goal_rel")[:, :2]
+        direction = to_goal / np.maximum(np.linalg.norm(to_goal, axis=-1, keepdims=True), 1e-6)
+        rel = grip[:, :2] - cube[:, :2]
+        along = np.sum(rel * direction, axis=-1)
+        lateral = np.linalg.norm(rel - along[:, None] * direction, axis=-1)
+        behind = cube[:, :2] - PUSH_STANDOFF * direction
+        off_behind = np.linalg.norm(grip[:, :2] - behind, axis=-1)
+
+        target = np.empty_like(grip)
+        # default: travel above the pre-push point, then descend onto it
+        target[:, :2] = behind
+        target[:, 2] = np.where(off_behind < 0.01, PUSH_Z, TRAVEL_Z)
+        # low next to the cube but not lined up: rise first so the cube is not knocked away
+        rise = (grip[:, 2] < TRAVEL_Z - 0.02) & (off_behind > 0.015) & (np.linalg.norm(rel, axis=-1) < 0.07)
+        target[rise, :2] = grip[rise, :2]
+        target[rise, 2] = TRAVEL_Z
+        # lined up behind the cube at table height: push so the cube lands on the goal
+        push = (along < -0.03) & (lateral < 0.012) & (grip[:, 2] < PUSH_Z + 0.012)
+        goal = cube[:, :2] + to_goal
+        target[push, :2] = goal[push] - (PUSH_STANDOFF - 0.012) * direction[push]
+        target[push, 2] = PUSH_Z
+        act = np.empty((len(obs), 4))
+        act[:, :3] = move_towards(grip, target)
+        act[:, 3] = -1.0  # closed fingers make a compact pusher
+        return act

@@ -1,0 +1,128 @@
+"""The shared scene: a table and a small Cartesian gripper, built from primitive geoms.
+
+Coordinates are metres; the table top is the plane z = 0 and the workspace is centred on the
+origin. The gripper's reference point `grip` lies between the fingertips' inner faces, 1.5 cm
+above their lower ends, so a gripper at `grip = cube centre` holds a resting cube without touching
+the table.
+
+Actuators (ctrl order): three `intvelocity` actuators on the x/y/z slides, whose targets are
+integrated in `act` (so the commanded position is part of the physics state and is clamped to the
+workspace), then one position actuator per finger.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+TIMESTEP = 0.005  # s, physics step
+N_SUBSTEPS = 8  # physics steps per control step: control at 25 Hz
+MAX_SPEED = 0.5  # m/s, hand target speed at |action| = 1
+FINGER_OPEN = 0.04  # m, finger joint value when fully open (each finger; gap = 2x)
+HOME = np.array([0.0, 0.0, 0.15])  # m, mean start of the grip point
+WORKSPACE_LOW = np.array([-0.25, -0.25, 0.015])
+WORKSPACE_HIGH = np.array([0.25, 0.25, 0.30])
+CUBE_HALF = 0.02  # m, half side of the cube
+
+# ctrl = ACTION_MATRIX @ action + ACTION_OFFSET, action in [-1, 1]^4 = (vx, vy, vz, grip)
+# grip = -1 closes the fingers, +1 opens them fully.
+ACTION_MATRIX = np.array(
+    [
+        [MAX_SPEED, 0, 0, 0],
+        [0, MAX_SPEED, 0, 0],
+        [0, 0, MAX_SPEED, 0],
+        [0, 0, 0, FINGER_OPEN / 2],
+        [0, 0, 0, FINGER_OPEN / 2],
+    ]
+)
+ACTION_OFFSET = np.array([0, 0, 0, FINGER_OPEN / 2, FINGER_OPEN / 2])
+
+
+def _hand_xml() -> str:
+    lo, hi = WORKSPACE_LOW, WORKSPACE_HIGH
+    finger = (
+        '<geom type="box" size=".012 .005 .03" pos="0 {y} .015" mass=".02" '
+        'friction="1.5 .005 .0001" rgba=".25 .25 .3 1"/>'
+    )
+    return f"""
+    <body name="hand" gravcomp="1">
+      <joint name="hand_x" type="slide" axis="1 0 0" damping="5"/>
+      <joint name="hand_y" type="slide" axis="0 1 0" damping="5"/>
+      <joint name="hand_z" type="slide" axis="0 0 1" damping="5"/>
+      <site name="grip" size=".006" rgba="1 .5 0 .6"/>
+      <geom name="palm" type="box" size=".015 .06 .01" pos="0 0 .055" mass=".3"
+            rgba=".35 .35 .4 1"/>
+      <body name="finger_left" gravcomp="1">
+        <joint name="finger_left" type="slide" axis="0 1 0" range="0 {FINGER_OPEN}"
+               damping="2"/>
+        {finger.format(y=0.005)}
+      </body>
+      <body name="finger_right" gravcomp="1">
+        <joint name="finger_right" type="slide" axis="0 -1 0" range="0 {FINGER_OPEN}"
+               damping="2"/>
+        {finger.format(y=-0.005)}
+      </body>
+    </body>
+    """, f"""
+    <actuator>
+      <intvelocity joint="hand_x" kp="300" kv="20" actrange="{lo[0]} {hi[0]}"/>
+      <intvelocity joint="hand_y" kp="300" kv="20" actrange="{lo[1]} {hi[1]}"/>
+      <intvelocity joint="hand_z" kp="300" kv="20" actrange="{lo[2]} {hi[2]}"/>
+      <position joint="finger_left" kp="200" kv="2" ctrlrange="0 {FINGER_OPEN}"
+                forcerange="-10 10"/>
+      <position joint="finger_right" kp="200" kv="2" ctrlrange="0 {FINGER_OPEN}"
+                forcerange="-10 10"/>
+    </actuator>
+    """
+
+
+def cube_xml() -> str:
+    """A free 4 cm cube of 50 g."""
+    return f"""
+    <body name="cube" pos="0 0 {CUBE_HALF}">
+      <freejoint name="cube"/>
+      <geom name="cube" type="box" size="{CUBE_HALF} {CUBE_HALF} {CUBE_HALF}" mass=".05"
+            friction="1 .005 .0001" rgba=".8 .2 .2 1"/>
+      <site name="cube" size=".005" rgba="0 0 0 0"/>
+    </body>
+    """
+
+
+def goal_xml(name: str = "goal", rgba: str = "0 .8 .2 .5") -> str:
+    """A visual-only mocap marker; its position is set per world at reset."""
+    return f"""
+    <body name="{name}" mocap="true">
+      <geom type="sphere" size=".015" contype="0" conaffinity="0" rgba="{rgba}"/>
+    </body>
+    """
+
+
+HAND_SENSORS = """
+    <framepos name="grip_pos" objtype="site" objname="grip"/>
+    <framelinvel name="grip_vel" objtype="site" objname="grip"/>
+    <jointpos name="finger" joint="finger_left"/>
+"""
+
+
+def build_xml(name: str, bodies: str, sensors: str) -> str:
+    """The full MJCF of a task: options, table, hand, the task's bodies and sensors."""
+    hand, actuators = _hand_xml()
+    return f"""
+<mujoco model="{name}">
+  <option timestep="{TIMESTEP}" integrator="implicitfast">
+    <!-- an unstable world must stay visibly broken, not be silently reset -->
+    <flag autoreset="disable"/>
+  </option>
+  <visual><global offwidth="640" offheight="480"/></visual>
+  <worldbody>
+    <light pos="0 0 1.5" dir="0 0 -1" directional="true"/>
+    <geom name="table" type="box" size=".4 .4 .02" pos="0 0 -.02" rgba=".75 .7 .6 1"/>
+    {hand}
+    {bodies}
+  </worldbody>
+  {actuators}
+  <sensor>
+    {HAND_SENSORS}
+    {sensors}
+  </sensor>
+</mujoco>
+"""

@@ -1,0 +1,98 @@
+"""What a built-in task is: an MJCF scene, a seeded reset distribution, a success predicate over
+sensor readings, and a scripted expert. Backends (batched or Gymnasium) only call these."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import mujoco
+import numpy as np
+
+from . import scene
+
+FULLPHYSICS = mujoco.mjtState.mjSTATE_FULLPHYSICS.value
+
+
+class Task:
+    """Base class of the built-in tasks. Subclasses set the class attributes and implement
+    `place`, `success` and `expert`.
+
+    Observations are the model's sensor readings, in MJCF order: `obs: [..., obs_dim]`.
+    `self.obs_slices[name]` locates one sensor in that vector.
+    """
+
+    name: ClassVar[str]
+    version: ClassVar[int] = 0  # bump when the scene, sensors or reset distribution change
+    horizon: ClassVar[int]  # control steps per episode
+    bodies: ClassVar[str]  # task MJCF inside <worldbody>
+    sensors: ClassVar[str]  # task MJCF inside <sensor>
+    action_dim: ClassVar[int] = 4
+    n_substeps: ClassVar[int] = scene.N_SUBSTEPS
+    max_speed: ClassVar[float] = 20.0  # m/s or rad/s; any |qvel| above it means the world blew up
+
+    def __init__(self) -> None:
+        self.model = mujoco.MjModel.from_xml_string(scene.build_xml(self.name, self.bodies, self.sensors))
+        m = self.model
+        self.obs_slices = {
+            m.sensor(i).name: slice(int(m.sensor_adr[i]), int(m.sensor_adr[i] + m.sensor_dim[i]))
+            for i in range(m.nsensor)
+        }
+        self.obs_dim = int(m.nsensordata)
+        self.nstate = mujoco.mj_stateSize(m, FULLPHYSICS)
+        self._data = mujoco.MjData(m)
+        self._hand_qpos = [int(m.jnt_qposadr[m.joint(j).id]) for j in ("hand_x", "hand_y", "hand_z")]
+        self._finger_qpos = [int(m.jnt_qposadr[m.joint(j).id]) for j in ("finger_left", "finger_right")]
+
+    def __repr__(self) -> str:
+        return f"{self.name}-v{self.version}"
+
+    def qpos_adr(self, joint: str) -> int:
+        return int(self.model.jnt_qposadr[self.model.joint(joint).id])
+
+    def read(self, obs: np.ndarray, name: str) -> np.ndarray:
+        """One named sensor out of observations `obs: [..., obs_dim]` -> `[..., dim]`."""
+        return obs[..., self.obs_slices[name]]
+
+    def initial_condition(self, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The start drawn from `seed`: (state [nstate], mocap_pos [nmocap*3], obs [obs_dim]).
+
+        Depends on `seed` alone, never on earlier calls.
+        """
+        rng = np.random.default_rng(seed)
+        m, d = self.model, self._data
+        mujoco.mj_resetData(m, d)
+        hand = scene.HOME + rng.uniform(-0.03, 0.03, size=3)
+        d.qpos[self._hand_qpos] = hand
+        d.act[:3] = hand  # the position targets start where the hand is
+        d.qpos[self._finger_qpos] = scene.FINGER_OPEN
+        self.place(rng, d)
+        mujoco.mj_forward(m, d)
+        state = np.empty(self.nstate)
+        mujoco.mj_getState(m, d, state, FULLPHYSICS)
+        return state, d.mocap_pos.ravel().copy(), d.sensordata.copy()
+
+    # -- task-specific --------------------------------------------------------------------------
+    def place(self, rng: np.random.Generator, data: mujoco.MjData) -> None:
+        """Place objects and goals in `data` (qpos, mocap_pos) using `rng` only."""
+        raise NotImplementedError
+
+    def success(self, obs: np.ndarray) -> np.ndarray:
+        """`obs: [B, obs_dim]` -> `bool [B]`."""
+        raise NotImplementedError
+
+    def expert(self, obs: np.ndarray) -> np.ndarray:
+        """Scripted expert, stateless: `obs: [B, obs_dim]` -> actions `[B, action_dim]` in [-1, 1]."""
+        raise NotImplementedError
+
+
+def move_towards(grip: np.ndarray, target: np.ndarray, gain: float = 12.0) -> np.ndarray:
+    """Hand velocity command towards `target`, saturating at full speed: `[B, 3]` -> `[B, 3]`."""
+    return np.clip(gain * (target - grip), -1.0, 1.0)
+
+
+def sample_apart(rng: np.random.Generator, low: float, high: float, other: np.ndarray, min_dist: float):
+    """A point uniform in the square [low, high]^2 at least `min_dist` from `other` (xy)."""
+    while True:
+        p = rng.uniform(low, high, size=2)
+        if np.linalg.norm(p - other) >= min_dist:
+            return p

@@ -1,0 +1,214 @@
+"""Batched MuJoCo backend: B worlds of one task stepped per call by `mujoco.rollout`'s C++ thread
+pool, which releases the GIL; Python never loops over worlds inside a physics step.
+
+Each control step is one `rollout` call of `n_substeps` physics steps over the worlds still
+running. The qacc warm-start is zeroed at every call (rollout's own behaviour), so a world's
+trajectory depends only on its own state and actions, never on which thread ran it or on the
+other worlds: B worlds in a batch reproduce B single-world runs bit for bit.
+
+Sensor readings are recorded by `mj_step` before its integration, so an observation after a
+step describes the state one physics substep (5 ms) before the stored state; the initial
+observation is exact. Both backends share this code, so they agree.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import mujoco
+import numpy as np
+from mujoco import rollout
+
+from grpo_robot.envs import make_task
+from grpo_robot.envs.scene import ACTION_MATRIX, ACTION_OFFSET
+from grpo_robot.envs.task import Task
+
+CONTROL_SPEC = mujoco.mjtState.mjSTATE_CTRL.value | mujoco.mjtState.mjSTATE_MOCAP_POS.value
+
+
+def default_threads() -> int:
+    """All cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def group_seeds(seeds: Sequence[int], group_size: int) -> np.ndarray:
+    """`[G]` group seeds -> `[G * group_size]` world seeds, members of a group adjacent, so
+    per-world arrays reshape as `[G * N] -> [G, N]`."""
+    if group_size < 1:
+        raise ValueError(f"group_size must be >= 1, got {group_size}")
+    return np.repeat(np.asarray(seeds, dtype=np.int64), group_size)
+
+
+class BatchedEnv:
+    """`num_worlds` worlds of one task, stepped together.
+
+    Worlds run until success (when `terminate_on_success`), the horizon, or a physics failure;
+    finished worlds are no longer simulated and keep their last observation until `reset`.
+    Flags are sticky: `terminated`/`truncated` stay True once a world has finished.
+    """
+
+    def __init__(
+        self,
+        task: str | Task,
+        num_worlds: int,
+        *,
+        nthread: int | None = None,
+        horizon: int | None = None,
+        terminate_on_success: bool = True,
+    ) -> None:
+        self.task = make_task(task) if isinstance(task, str) else task
+        if num_worlds < 1:
+            raise ValueError(f"num_worlds must be >= 1, got {num_worlds}")
+        self.horizon = self.task.horizon if horizon is None else int(horizon)
+        if self.horizon < 1:
+            raise ValueError(f"horizon must be >= 1, got {horizon}")
+        self.nthread = default_threads() if nthread is None else int(nthread)
+        if self.nthread < 1:
+            raise ValueError(f"nthread must be >= 1, got {nthread}")
+        self.num_worlds = B = num_worlds
+        self.terminate_on_success = terminate_on_success
+        self.obs_dim = self.task.obs_dim
+        self.action_dim = self.task.action_dim
+
+        m = self.model = self.task.model
+        self._nsub = self.task.n_substeps
+        self._dt = float(m.opt.timestep)
+        self._nu = m.nu
+        self._qvel = slice(1 + m.nq, 1 + m.nq + m.nv)  # qvel inside a FULLPHYSICS state
+        # 0 threads: rollout runs on the calling thread (no pool to hand work to)
+        self._pool = rollout.Rollout(nthread=self.nthread if self.nthread > 1 else 0)
+        self._datas = [mujoco.MjData(m) for _ in range(self.nthread)]
+        self._models = [m] * B
+        ncontrol = mujoco.mj_stateSize(m, CONTROL_SPEC)
+        self._control = np.zeros((B, self._nsub, ncontrol))
+        self._out_state = np.zeros((B, self._nsub, self.task.nstate))
+        self._out_sensors = np.zeros((B, self._nsub, m.nsensordata))
+
+        self.state = np.zeros((B, self.task.nstate))  # FULLPHYSICS state of each world
+        self.mocap_pos = np.zeros((B, 3 * m.nmocap))
+        self.sensordata = np.zeros((B, m.nsensordata))
+        self.seeds = np.zeros(B, dtype=np.int64)
+        self.steps = np.zeros(B, dtype=np.int64)  # control steps taken since reset
+        self.success = np.zeros(B, dtype=bool)  # success predicate at the last step
+        self.terminated = np.zeros(B, dtype=bool)
+        self.truncated = np.zeros(B, dtype=bool)
+        self.failed = np.zeros(B, dtype=bool)  # physics went non-finite or unstable
+        self._was_reset = False
+
+    # -- API --------------------------------------------------------------------------------------
+    @property
+    def done(self) -> np.ndarray:
+        """`bool [B]`: worlds that are no longer stepped."""
+        return self.terminated | self.truncated
+
+    def reset(self, seeds: Sequence[int]) -> np.ndarray:
+        """Start every world from its seed; equal seeds give bit-identical worlds.
+
+        `seeds: [B]` non-negative integers -> `obs: [B, obs_dim]` float32.
+        """
+        seeds = np.asarray(seeds)
+        if seeds.shape != (self.num_worlds,) or not np.issubdtype(seeds.dtype, np.integer):
+            raise ValueError(
+                f"seeds must be {self.num_worlds} integers (one per world), got shape {seeds.shape} "
+                f"and dtype {seeds.dtype}"
+            )
+        if (seeds < 0).any():
+            raise ValueError(f"seeds must be >= 0, got {seeds[seeds < 0][0]}")
+        unique, inverse = np.unique(seeds, return_inverse=True)
+        starts = [self.task.initial_condition(int(s)) for s in unique]
+        self.state[:] = np.stack([s[0] for s in starts])[inverse]
+        self.mocap_pos[:] = np.stack([s[1] for s in starts])[inverse]
+        self.sensordata[:] = np.stack([s[2] for s in starts])[inverse]
+        self.seeds[:] = seeds
+        self.steps[:] = 0
+        for flag in (self.success, self.terminated, self.truncated, self.failed):
+            flag[:] = False
+        self._was_reset = True
+        return self.obs()
+
+    def obs(self) -> np.ndarray:
+        """`[B, obs_dim]` float32: the current sensor readings of every world."""
+        return self.sensordata.astype(np.float32)
+
+    def step(self, actions: np.ndarray):
+        """Advance every running world by one control step.
+
+        `actions: [B, action_dim]` in [-1, 1] (clipped; rows of finished worlds are ignored).
+        Returns `(obs [B, obs_dim], reward [B], terminated [B], truncated [B], info)`, the reward
+        being 1.0 on a success step and 0.0 otherwise. `info` holds `is_success [B]`,
+        `failed [B]`, `n_failed`, and `active [B]`: the worlds this call stepped.
+        """
+        if not self._was_reset:
+            raise RuntimeError("call reset(seeds) before step()")
+        actions = np.asarray(actions, dtype=np.float64)
+        expected = (self.num_worlds, self.action_dim)
+        if actions.shape != expected:
+            raise ValueError(f"actions must have shape {expected}, got {actions.shape}")
+        active = ~self.done
+        idx = np.flatnonzero(active)
+        n = len(idx)
+        if n:
+            act = actions[idx]
+            bad = ~np.isfinite(act).all(axis=1)
+            if bad.any():
+                raise ValueError(
+                    f"actions must be finite, got non-finite values for worlds {idx[bad].tolist()} "
+                    f"(expected shape {expected}, values in [-1, 1])"
+                )
+            self._simulate(idx, np.clip(act, -1.0, 1.0))
+        info = {
+            "is_success": self.success.copy(),
+            "failed": self.failed.copy(),
+            "n_failed": int(self.failed.sum()),
+            "active": active,
+        }
+        reward = (self.success & active).astype(np.float32)
+        return self.obs(), reward, self.terminated.copy(), self.truncated.copy(), info
+
+    # -- internals --------------------------------------------------------------------------------
+    def _simulate(self, idx: np.ndarray, act: np.ndarray) -> None:
+        n = len(idx)
+        nu = self._nu
+        control = self._control[:n]
+        control[:, :, :nu] = (act @ ACTION_MATRIX.T + ACTION_OFFSET)[:, None, :]
+        control[:, :, nu:] = self.mocap_pos[idx][:, None, :]
+        state0 = self.state[idx]
+        out_state = self._out_state[:n]
+        out_sensors = self._out_sensors[:n]
+        self._pool.rollout(
+            self._models[:n],
+            self._datas,
+            state0,
+            control,
+            control_spec=CONTROL_SPEC,
+            skip_checks=True,
+            nstep=self._nsub,
+            state=out_state,
+            sensordata=out_sensors,
+        )
+        new_state = out_state[:, -1]
+        sensors = out_sensors[:, -1]
+        # rollout stops a world at its first MuJoCo warning (e.g. an unstable qacc): its clock
+        # then falls short of n_substeps steps. Non-finite or runaway values also mean failure.
+        advanced = new_state[:, 0] - state0[:, 0] > (self._nsub - 0.5) * self._dt
+        ok = (
+            advanced
+            & np.isfinite(new_state).all(axis=1)
+            & np.isfinite(sensors).all(axis=1)
+            & (np.abs(new_state[:, self._qvel]) < self.task.max_speed).all(axis=1)
+        )
+        good = idx[ok]
+        self.state[good] = new_state[ok]
+        self.sensordata[good] = sensors[ok]  # failed worlds keep their last good observation
+        self.steps[idx] += 1
+        self.failed[idx[~ok]] = True
+        self.success[idx] = False
+        self.success[good] = self.task.success(sensors[ok])
+        if self.terminate_on_success:
+            self.terminated[idx] = self.success[idx]
+        self.truncated[idx] = (self.steps[idx] >= self.horizon) | self.failed[idx]
+        self.truncated[idx] &= ~self.terminated[idx]
