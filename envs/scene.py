@@ -43,7 +43,8 @@ def _hand_xml() -> str:
         '<geom type="box" size=".012 .005 .03" pos="0 {y} .015" mass=".02" '
         'friction="1.5 .005 .0001" rgba=".25 .25 .3 1"/>'
     )
-    return f"""
+    return (
+        f"""
     <body name="hand" gravcomp="1">
       <joint name="hand_x" type="slide" axis="1 0 0" damping="5"/>
       <joint name="hand_y" type="slide" axis="0 1 0" damping="5"/>
@@ -62,7 +63,8 @@ def _hand_xml() -> str:
         {finger.format(y=-0.005)}
       </body>
     </body>
-    """, f"""
+    """,
+        f"""
     <actuator>
       <intvelocity joint="hand_x" kp="300" kv="20" actrange="{lo[0]} {hi[0]}"/>
       <intvelocity joint="hand_y" kp="300" kv="20" actrange="{lo[1]} {hi[1]}"/>
@@ -72,7 +74,8 @@ def _hand_xml() -> str:
       <position joint="finger_right" kp="200" kv="2" ctrlrange="0 {FINGER_OPEN}"
                 forcerange="-10 10"/>
     </actuator>
-    """
+    """,
+    )
 
 
 def cube_xml() -> str:

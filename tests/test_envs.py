@@ -1,0 +1,197 @@
+"""The built-in tasks through both backends: seeding, experts, Gymnasium API, bad input."""
+
+import gymnasium
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+from grpo_robot import BatchedEnv, group_seeds
+from grpo_robot.envs import TASKS, make_task
+
+N_SEEDS = 100
+
+
+def qpos_qvel(env: BatchedEnv) -> np.ndarray:
+    m = env.model
+    return env.state[:, 1 : 1 + m.nq + m.nv]
+
+
+def test_group_layout_reshapes_to_groups():
+    seeds = group_seeds([7, 3, 9], 4)
+    assert seeds.tolist() == [7] * 4 + [3] * 4 + [9] * 4
+    assert (seeds.reshape(3, 4) == np.array([[7], [3], [9]])).all()
+
+
+def test_equal_seeds_identical_and_different_seeds_differ(task_name):
+    env = BatchedEnv(task_name, 8)
+    obs = env.reset(group_seeds([11, 12], 4))
+    groups_obs = obs.reshape(2, 4, -1)
+    groups_phys = qpos_qvel(env).reshape(2, 4, -1)
+    for g in range(2):
+        assert (groups_obs[g] == groups_obs[g, :1]).all()  # bit-identical within a group
+        assert (groups_phys[g] == groups_phys[g, :1]).all()
+        assert (env.mocap_pos.reshape(2, 4, -1)[g] == env.mocap_pos.reshape(2, 4, -1)[g, :1]).all()
+    assert np.abs(groups_obs[0, 0] - groups_obs[1, 0]).max() > 1e-3
+    assert np.abs(groups_phys[0, 0] - groups_phys[1, 0]).max() > 1e-3
+
+    # same actions keep a group identical step after step: members differ only by their actions
+    rng = np.random.default_rng(0)
+    for _ in range(10):
+        actions = np.repeat(rng.uniform(-1, 1, (2, 1, env.action_dim)), 4, axis=1).reshape(8, -1)
+        obs, *_ = env.step(actions)
+        assert (obs.reshape(2, 4, -1) == obs.reshape(2, 4, -1)[:, :1]).all()
+
+
+def run_expert_batched(task_name: str, seeds: np.ndarray):
+    env = BatchedEnv(task_name, len(seeds))
+    trace = [env.reset(seeds)]
+    while not env.done.all():
+        obs, *_ = env.step(env.task.expert(trace[-1]))
+        trace.append(obs)
+    return env, trace
+
+
+def test_expert_solves_task_and_backends_agree(task_name):
+    seeds = np.arange(1000, 1000 + N_SEEDS)
+    env, trace = run_expert_batched(task_name, seeds)
+    success = env.terminated.copy()
+    assert success.mean() >= 0.95, f"{task_name} expert: {success.mean():.2f}"
+    assert not env.failed.any()
+
+    gym_env = gymnasium.make(f"grpo_robot/{task_name}-v0")
+    task = gym_env.unwrapped.task
+    for i, seed in enumerate(seeds):
+        obs, info = gym_env.reset(seed=int(seed))
+        assert (obs == trace[0][i]).all() and info["is_success"] is False
+        t, terminated, truncated = 0, False, False
+        while not (terminated or truncated):
+            action = task.expert(obs[None])[0]
+            obs, reward, terminated, truncated, info = gym_env.step(action)
+            t += 1
+            assert (obs == trace[t][i]).all(), f"seed {seed} diverged at step {t}"
+        assert t == env.steps[i]
+        assert terminated == success[i] == info["is_success"] == (reward == 1.0)
+
+
+@pytest.mark.filterwarnings("ignore:.*Box observation space (minimum|maximum) value")
+def test_check_env_passes(task_name):
+    env = gymnasium.make(f"grpo_robot/{task_name}-v0")
+    check_env(env.unwrapped, skip_render_check=True)
+    obs, _ = env.reset(seed=3)
+    _, _, _, _, info = env.step(env.action_space.sample())
+    assert "is_success" in info
+
+
+def test_gym_reset_without_seed_draws_new_starts():
+    env = gymnasium.make("grpo_robot/PushCube-v0")
+    env.reset(seed=0)
+    a, _ = env.reset()
+    b, _ = env.reset()
+    assert np.abs(a - b).max() > 1e-3
+
+
+def test_random_policy_runs_to_horizon_and_batch_equals_single_thread():
+    seeds = np.arange(16)
+    rng = np.random.default_rng(1)
+    actions = rng.uniform(-1, 1, (200, 16, 4))
+    results = []
+    for nthread in (1, 2):
+        env = BatchedEnv("PlaceCube", 16, nthread=nthread)
+        env.reset(seeds)
+        t = 0
+        while not env.done.all():
+            env.step(actions[t])
+            t += 1
+        results.append(env.state.copy())
+        assert (env.steps[env.truncated] == env.task.horizon).all()
+    assert (results[0] == results[1]).all()  # thread count never changes the physics
+
+
+class CountingPool:
+    """Wraps the rollout pool to record how many worlds each physics call simulated."""
+
+    def __init__(self, pool):
+        self.pool, self.sizes = pool, []
+
+    def rollout(self, models, *args, **kwargs):
+        self.sizes.append(len(models))
+        return self.pool.rollout(models, *args, **kwargs)
+
+
+def test_finished_worlds_cost_no_physics():
+    env = BatchedEnv("Reach", 6)
+    env._pool = CountingPool(env._pool)
+    env.reset(np.arange(6))
+    actions = np.zeros((6, 4))
+    # worlds 0-2 follow the expert and succeed; 3-5 stand still until the horizon
+    while not env.done.all():
+        actions[:3] = env.task.expert(env.sensordata[:3])
+        was_done = env.done.copy()
+        frozen = env.state[was_done].copy()
+        env.step(actions)
+        assert (env.state[was_done] == frozen).all()  # finished worlds are not simulated
+    assert env.terminated[:3].all() and env.truncated[3:].all()
+    sizes = env._pool.sizes
+    assert sizes[0] == 6 and sizes[-1] == 3  # the successful worlds dropped out of the physics
+    assert sum(sizes) == env.steps.sum()
+
+
+def test_injected_instability_fails_only_that_world():
+    seeds = np.arange(8)
+    rng = np.random.default_rng(2)
+    actions = rng.uniform(-1, 1, (10, 8, 4))
+    clean = BatchedEnv("LiftCube", 8)
+    broken = BatchedEnv("LiftCube", 8)
+    clean.reset(seeds)
+    broken.reset(seeds)
+    for env in (clean, broken):
+        env.step(actions[0])
+    qvel = slice(1 + broken.model.nq, 1 + broken.model.nq + broken.model.nv)
+    broken.state[5, qvel] = 1e12  # a blow-up: MuJoCo warns and the world's clock stops
+    broken.state[2, qvel.start] = np.nan
+    last_good = broken.obs()[[2, 5]]
+    for t in range(1, 10):
+        clean_obs, *_ = clean.step(actions[t])
+        obs, _, terminated, truncated, info = broken.step(actions[t])
+    assert info["failed"].tolist() == [False, False, True, False, False, True, False, False]
+    assert info["n_failed"] == 2
+    assert truncated[[2, 5]].all() and not terminated[[2, 5]].any()
+    assert (obs[[2, 5]] == last_good).all() and np.isfinite(obs).all()
+    others = [0, 1, 3, 4, 6, 7]
+    assert (obs[others] == clean_obs[others]).all()
+    assert not broken.truncated[others].any()
+
+
+def test_bad_actions_raise_with_expected_shape():
+    env = BatchedEnv("Reach", 3)
+    env.reset([0, 1, 2])
+    with pytest.raises(ValueError, match=r"shape \(3, 4\)"):
+        env.step(np.zeros((3, 3)))
+    with pytest.raises(ValueError, match=r"shape \(3, 4\)"):
+        env.step(np.zeros(4))
+    bad = np.zeros((3, 4))
+    bad[1, 2] = np.nan
+    with pytest.raises(ValueError, match=r"finite.*worlds \[1\].*\(3, 4\)"):
+        env.step(bad)
+    bad[1, 2] = np.inf
+    with pytest.raises(ValueError, match="finite"):
+        env.step(bad)
+    gym_env = gymnasium.make("grpo_robot/Reach-v0")
+    gym_env.reset(seed=0)
+    with pytest.raises(ValueError, match=r"\(4,\)"):
+        gym_env.unwrapped.step(np.zeros(5))
+
+
+def test_bad_seeds_and_task_names():
+    with pytest.raises(ValueError, match="known tasks: Reach, PushCube, LiftCube, PlaceCube"):
+        make_task("Stack")
+    with pytest.raises(ValueError, match="did you mean 'PushCube'"):
+        BatchedEnv("Pushcube", 2)
+    env = BatchedEnv("Reach", 2)
+    with pytest.raises(ValueError, match="2 integers"):
+        env.reset([0, 1, 2])
+    with pytest.raises(ValueError, match=">= 0"):
+        env.reset([0, -1])
+    with pytest.raises(RuntimeError, match="reset"):
+        BatchedEnv("Reach", 1).step(np.zeros((1, 4)))
+    assert set(TASKS) == {"Reach", "PushCube", "LiftCube", "PlaceCube"}
