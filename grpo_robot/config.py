@@ -1,0 +1,154 @@
+"""Typed configuration (Hydra structured configs) and its validation.
+
+`conf/config.yaml` composes the groups `env/`, `policy/`, `algo/` and `experiment/` over the
+`TrainConfig` schema registered here, so a misspelled key or a wrong type fails at composition;
+`validate` then checks ranges, before any environment is built.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+from grpo_robot.algo import ADVANTAGE_ESTIMATORS
+from grpo_robot.envs import TASKS
+from grpo_robot.policies.base import ACTIVATIONS
+
+
+@dataclass
+class EnvConfig:
+    task: str = "Reach"  # a built-in task: Reach, PushCube, LiftCube, PlaceCube
+    horizon: int | None = None  # control steps per episode; null = the task's own
+    outcome: str = "any_step"  # any_step: success at any step ends the episode; final_step: judged at the horizon
+    nthread: int | None = None  # physics threads; null = all cores
+
+
+@dataclass
+class PolicyConfig:
+    type: str = "gaussian"
+    hidden_sizes: list[int] = field(default_factory=lambda: [256, 256])
+    activation: str = "tanh"  # tanh | relu | elu | gelu
+    init_std: float = 0.5  # initial action std (pre-squash)
+    state_dependent_std: bool = False  # log-std from a head instead of a free vector
+    squash: bool = False  # tanh-squash actions (log-prob corrected); else clip to [-1, 1]
+    obs_norm: bool = True  # running mean/std observation normalization
+
+
+@dataclass
+class AlgoConfig:
+    name: str = "grpo"
+    advantage: str = "grpo"  # advantage estimator (see grpo_robot.algo.ADVANTAGE_ESTIMATORS)
+    group_size: int = 16  # N rollouts per initial condition
+    groups_per_iter: int = 32  # G initial conditions per iteration
+    epochs: int = 4  # K passes over each batch
+    minibatches: int = 4  # minibatches per epoch, split by trajectory
+    clip_eps: float = 0.2  # ratio clip range (1 - eps, 1 + eps)
+    adv_eps: float = 1e-6  # added to the group std
+    kl_beta: float = 0.0  # weight of KL(pi || pi_ref) to the initial policy; 0 keeps no reference
+    entropy_coef: float = 0.0
+    lr: float = 3e-4  # Adam learning rate
+    lr_schedule: str = "constant"  # constant | linear (to 0 at the last iteration)
+    max_grad_norm: float | None = 1.0  # null disables clipping
+
+
+@dataclass
+class TrainConfig:
+    env: EnvConfig = field(default_factory=EnvConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    algo: AlgoConfig = field(default_factory=AlgoConfig)
+    seed: int = 0  # seeds the training seed stream, the initial weights and the sampling
+    device: str = "auto"  # auto (CUDA when present) | cpu | cuda | cuda:N
+    iterations: int = 100
+    time_limit_min: float | None = None  # stop training early after this many minutes
+    eval_every: int = 25  # iterations between evaluations (and at the end)
+    eval_seeds: int = 200  # held-out seeds per evaluation
+    eval_deterministic: bool = True  # mean action in evaluation
+    checkpoint_every: int = 10  # iterations between `last` checkpoints (and at every eval and the end)
+    resume: str | None = None  # checkpoint file or run directory to continue
+    progress: bool = True  # console progress bar
+
+
+@dataclass
+class EvalConfig:
+    checkpoint: str = MISSING  # checkpoint file or run directory
+    n_seeds: int = 200  # held-out seeds
+    deterministic: bool = True  # mean action; false samples
+    seed: int = 0  # sampling seed when deterministic=false
+    device: str = "auto"
+    output: str | None = None  # per-seed JSON; null = next to the checkpoint
+
+
+class ConfigError(ValueError):
+    """A config value out of range; the message is one line naming key, value and what is allowed."""
+
+
+def register_configs() -> None:
+    cs = ConfigStore.instance()
+    cs.store(name="train_schema", node=TrainConfig)
+    cs.store(name="eval_schema", node=EvalConfig)
+
+
+def _check(ok: bool, key: str, value: Any, allowed: str) -> None:
+    if not ok:
+        raise ConfigError(f"{key}={value!r} is invalid: {allowed}")
+
+
+def validate(cfg: TrainConfig | DictConfig) -> None:
+    """Raise `ConfigError` on the first out-of-range value."""
+    env, pol, algo = cfg.env, cfg.policy, cfg.algo
+    _check(env.task in TASKS, "env.task", env.task, f"must be one of {', '.join(TASKS)}")
+    _check(env.horizon is None or env.horizon > 0, "env.horizon", env.horizon, "must be a positive integer or null")
+    _check(env.outcome in ("any_step", "final_step"), "env.outcome", env.outcome, "must be any_step or final_step")
+    _check(env.nthread is None or env.nthread >= 1, "env.nthread", env.nthread, "must be >= 1 or null")
+    _check(pol.type == "gaussian", "policy.type", pol.type, "must be gaussian")
+    _check(len(pol.hidden_sizes) > 0 and min(pol.hidden_sizes) > 0, "policy.hidden_sizes", list(pol.hidden_sizes),
+           "must be a non-empty list of positive sizes")  # fmt: skip
+    _check(
+        pol.activation in ACTIVATIONS, "policy.activation", pol.activation, f"must be one of {', '.join(ACTIVATIONS)}"
+    )
+    _check(pol.init_std > 0, "policy.init_std", pol.init_std, "must be > 0")
+    _check(algo.advantage in ADVANTAGE_ESTIMATORS, "algo.advantage", algo.advantage,
+           f"must be one of {', '.join(ADVANTAGE_ESTIMATORS)}")  # fmt: skip
+    _check(algo.group_size >= 2, "algo.group_size", algo.group_size, "must be >= 2 (advantages are group-relative)")
+    _check(algo.groups_per_iter >= 1, "algo.groups_per_iter", algo.groups_per_iter, "must be >= 1")
+    _check(algo.epochs >= 1, "algo.epochs", algo.epochs, "must be >= 1")
+    n_traj = algo.group_size * algo.groups_per_iter
+    _check(1 <= algo.minibatches <= n_traj, "algo.minibatches", algo.minibatches,
+           f"must be in [1, group_size * groups_per_iter = {n_traj}]")  # fmt: skip
+    _check(0 < algo.clip_eps < 1, "algo.clip_eps", algo.clip_eps, "must be in (0, 1)")
+    _check(algo.adv_eps >= 0, "algo.adv_eps", algo.adv_eps, "must be >= 0")
+    _check(algo.kl_beta >= 0, "algo.kl_beta", algo.kl_beta, "must be >= 0")
+    _check(algo.entropy_coef >= 0, "algo.entropy_coef", algo.entropy_coef, "must be >= 0")
+    _check(algo.lr > 0, "algo.lr", algo.lr, "must be > 0")
+    _check(algo.lr_schedule in ("constant", "linear"), "algo.lr_schedule", algo.lr_schedule,
+           "must be constant or linear")  # fmt: skip
+    _check(algo.max_grad_norm is None or algo.max_grad_norm > 0, "algo.max_grad_norm", algo.max_grad_norm,
+           "must be > 0 or null")  # fmt: skip
+    _check(cfg.iterations >= 1, "iterations", cfg.iterations, "must be >= 1")
+    _check(cfg.time_limit_min is None or cfg.time_limit_min > 0, "time_limit_min", cfg.time_limit_min,
+           "must be > 0 or null")  # fmt: skip
+    _check(cfg.eval_every >= 1, "eval_every", cfg.eval_every, "must be >= 1")
+    _check(cfg.eval_seeds >= 1, "eval_seeds", cfg.eval_seeds, "must be >= 1")
+    _check(cfg.checkpoint_every >= 1, "checkpoint_every", cfg.checkpoint_every, "must be >= 1")
+    _check(cfg.seed >= 0, "seed", cfg.seed, "must be >= 0")
+    validate_device(cfg.device)
+
+
+def validate_device(device: str) -> None:
+    import torch
+
+    ok = device in ("auto", "cpu") or device == "cuda" or device.startswith("cuda:")
+    _check(ok, "device", device, "must be auto, cpu, cuda or cuda:N")
+    if device.startswith("cuda"):
+        _check(torch.cuda.is_available(), "device", device, "CUDA is not available on this machine; use auto or cpu")
+
+
+def to_train_config(cfg: DictConfig | TrainConfig) -> TrainConfig:
+    """A plain `TrainConfig` object from a Hydra/OmegaConf config (or itself)."""
+    if isinstance(cfg, TrainConfig):
+        return cfg
+    merged = OmegaConf.merge(OmegaConf.structured(TrainConfig), cfg)
+    return OmegaConf.to_object(merged)  # type: ignore[return-value]

@@ -1,0 +1,61 @@
+"""Success rate of a policy on held-out seeds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from grpo_robot.batched import BatchedEnv
+from grpo_robot.policies import Policy
+from grpo_robot.rollout import collect
+from grpo_robot.stats import wilson_interval
+
+
+@dataclass
+class EvalResult:
+    seeds: np.ndarray  # [n]
+    success: np.ndarray  # [n] bool
+    steps: np.ndarray  # [n] episode lengths
+
+    @property
+    def rate(self) -> float:
+        return float(self.success.mean())
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return wilson_interval(int(self.success.sum()), len(self.success))
+
+    def summary(self) -> str:
+        low, high = self.interval
+        return f"success {self.rate:.1%} [{low:.1%}, {high:.1%}] (95% Wilson, n={len(self.success)})"
+
+    def to_json(self) -> dict:
+        low, high = self.interval
+        return {
+            "n": len(self.success),
+            "success_rate": self.rate,
+            "wilson95": [low, high],
+            "episodes": [
+                {"seed": int(s), "success": bool(ok), "steps": int(t)}
+                for s, ok, t in zip(self.seeds, self.success, self.steps, strict=True)
+            ],
+        }
+
+
+def evaluate(
+    env: BatchedEnv,
+    policy: Policy,
+    seeds: np.ndarray,
+    device: torch.device,
+    deterministic: bool = True,
+    generator: torch.Generator | None = None,
+    final_step_outcome: bool = False,
+) -> EvalResult:
+    """One episode per seed, all at once (`env.num_worlds == len(seeds)`)."""
+    was_training = policy.training
+    policy.eval()
+    batch = collect(env, policy, seeds, device, generator, deterministic, final_step_outcome)
+    policy.train(was_training)
+    return EvalResult(np.asarray(seeds), batch.success.bool().cpu().numpy(), batch.mask.sum(0).cpu().numpy())

@@ -1,0 +1,92 @@
+"""The policy interface and the pieces every policy shares."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "gelu": nn.GELU}
+
+
+def mlp(sizes: list[int], activation: str, out_scale: float = 1.0) -> nn.Sequential:
+    """Linear layers of `sizes[0] -> ... -> sizes[-1]`, `activation` between them (not after the
+    last). Orthogonal init; the last layer is scaled by `out_scale` so initial outputs are small."""
+    layers: list[nn.Module] = []
+    for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:], strict=True)):
+        linear = nn.Linear(n_in, n_out)
+        last = i == len(sizes) - 2
+        nn.init.orthogonal_(linear.weight, gain=out_scale if last else 2**0.5)
+        nn.init.zeros_(linear.bias)
+        layers.append(linear)
+        if not last:
+            layers.append(ACTIVATIONS[activation]())
+    return nn.Sequential(*layers)
+
+
+class ObsNormalizer(nn.Module):
+    """Running mean and variance of observations, part of the policy's state_dict so a checkpoint
+    carries it. `update` is called between iterations, never inside an update, so the old and new
+    log-probs of one iteration see the same normalization."""
+
+    def __init__(self, obs_dim: int, enabled: bool = True, clip: float = 10.0) -> None:
+        super().__init__()
+        self.enabled, self.clip = enabled, clip
+        self.register_buffer("mean", torch.zeros(obs_dim, dtype=torch.float64))
+        self.register_buffer("var", torch.ones(obs_dim, dtype=torch.float64))
+        self.register_buffer("count", torch.zeros((), dtype=torch.float64))
+
+    @torch.no_grad()
+    def update(self, obs: torch.Tensor) -> None:
+        """Merge a batch `obs: [S, obs_dim]` into the running moments (parallel-variance rule)."""
+        if not self.enabled or len(obs) == 0:
+            return
+        obs = obs.to(torch.float64)
+        n = obs.shape[0]
+        mean, var = obs.mean(0), obs.var(0, unbiased=False)
+        total = self.count + n
+        delta = mean - self.mean
+        self.var.copy_((self.var * self.count + var * n + delta**2 * self.count * n / total) / total)
+        self.mean.add_(delta * n / total)
+        self.count.copy_(total)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        if not self.enabled:
+            return obs
+        normed = (obs - self.mean.to(obs.dtype)) / torch.sqrt(self.var.to(obs.dtype) + 1e-8)
+        return normed.clamp(-self.clip, self.clip)
+
+
+class Policy(nn.Module):
+    """Interface. Shapes: `obs: [..., obs_dim]`, raw actions `[..., raw_dim]`, log-probs `[...]`."""
+
+    kind: str  # the config's `policy.type`
+    raw_dtype: torch.dtype = torch.float32
+
+    def __init__(self, obs_dim: int, action_dim: int, obs_norm: bool) -> None:
+        super().__init__()
+        self.obs_dim, self.action_dim = obs_dim, action_dim
+        self.obs_norm = ObsNormalizer(obs_dim, obs_norm)
+
+    def init_kwargs(self) -> dict[str, Any]:
+        """Constructor arguments, stored in checkpoints to rebuild the policy."""
+        raise NotImplementedError
+
+    def sample(self, obs: torch.Tensor, generator: torch.Generator | None = None, deterministic: bool = False):
+        """-> (raw [..., raw_dim], action [..., action_dim] in [-1, 1], log_prob [...])."""
+        raise NotImplementedError
+
+    def log_prob_entropy(self, obs: torch.Tensor, raw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-prob of `raw` and an entropy estimate, both `[...]`."""
+        raise NotImplementedError
+
+
+def build_policy(kind: str, obs_dim: int, action_dim: int, **kwargs: Any) -> Policy:
+    """A policy of type `kind` (see `POLICIES`)."""
+    from grpo_robot.policies.gaussian import GaussianPolicy
+
+    policies: dict[str, type[Policy]] = {"gaussian": GaussianPolicy}
+    if kind not in policies:
+        raise ValueError(f"unknown policy type {kind!r}; known: {', '.join(policies)}")
+    return policies[kind](obs_dim, action_dim, **kwargs)

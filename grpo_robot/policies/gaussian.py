@@ -1,0 +1,97 @@
+"""Diagonal Gaussian policy over continuous actions, optionally tanh-squashed."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from grpo_robot.policies.base import ACTIVATIONS, Policy, mlp
+
+LOG_STD_MIN, LOG_STD_MAX = -5.0, 1.0
+HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+
+
+def tanh_log_det(raw: torch.Tensor) -> torch.Tensor:
+    """log |d tanh(u)/du| = log(1 - tanh(u)^2), in a form that stays finite for large |u|."""
+    return 2.0 * (math.log(2.0) - raw - F.softplus(-2.0 * raw))
+
+
+class GaussianPolicy(Policy):
+    """MLP mean; log-std a learned vector (default) or a second head (`state_dependent_std`).
+
+    Unsquashed: raw ~ N(mu, sigma) and the env receives clip(raw, -1, 1); the log-prob is the
+    Gaussian density of raw. Squashed: the env receives tanh(raw) and the log-prob includes the
+    change-of-variables term, so it is the density of the action in [-1, 1].
+    """
+
+    kind = "gaussian"
+
+    def __init__(
+        self,
+        obs_dim: int,
+        action_dim: int,
+        hidden_sizes: tuple[int, ...] | list[int] = (256, 256),
+        activation: str = "tanh",
+        init_std: float = 0.5,
+        state_dependent_std: bool = False,
+        squash: bool = False,
+        obs_norm: bool = True,
+    ) -> None:
+        super().__init__(obs_dim, action_dim, obs_norm)
+        self._kwargs = dict(
+            hidden_sizes=list(hidden_sizes),
+            activation=activation,
+            init_std=init_std,
+            state_dependent_std=state_dependent_std,
+            squash=squash,
+            obs_norm=obs_norm,
+        )
+        self.squash, self.state_dependent_std = squash, state_dependent_std
+        self.trunk = mlp([obs_dim, *hidden_sizes], activation).append(ACTIVATIONS[activation]())
+        self.mean_head = mlp([hidden_sizes[-1], action_dim], activation, out_scale=0.01)
+        init_log_std = math.log(init_std)
+        if state_dependent_std:
+            self.log_std_head = mlp([hidden_sizes[-1], action_dim], activation, out_scale=0.01)
+            torch.nn.init.constant_(self.log_std_head[0].bias, init_log_std)
+        else:
+            self.log_std = torch.nn.Parameter(torch.full((action_dim,), init_log_std))
+
+    def init_kwargs(self):
+        return dict(self._kwargs)
+
+    def distribution(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """-> (mean, log_std), both `[..., action_dim]`, of the pre-squash Gaussian."""
+        hidden = self.trunk(self.obs_norm(obs))
+        mean = self.mean_head(hidden)
+        log_std = self.log_std_head(hidden) if self.state_dependent_std else self.log_std.expand_as(mean)
+        return mean, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
+
+    def _log_prob(self, raw, mean, log_std):
+        z = (raw - mean) * torch.exp(-log_std)
+        logp = (-0.5 * z**2 - log_std - HALF_LOG_2PI).sum(-1)
+        if self.squash:
+            logp = logp - tanh_log_det(raw).sum(-1)
+        return logp
+
+    def to_action(self, raw: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(raw) if self.squash else raw.clamp(-1.0, 1.0)
+
+    def sample(self, obs, generator=None, deterministic=False):
+        mean, log_std = self.distribution(obs)
+        if deterministic:
+            raw = mean
+        else:
+            noise = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
+            raw = mean + noise * torch.exp(log_std)
+        return raw, self.to_action(raw), self._log_prob(raw, mean, log_std)
+
+    def log_prob_entropy(self, obs, raw):
+        mean, log_std = self.distribution(obs)
+        logp = self._log_prob(raw, mean, log_std)
+        if self.squash:
+            entropy = -logp  # no closed form after tanh: single-sample estimate at the taken action
+        else:
+            entropy = (log_std + 0.5 + HALF_LOG_2PI).sum(-1)
+        return logp, entropy

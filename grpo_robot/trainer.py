@@ -1,0 +1,311 @@
+"""GRPO training loop: rollout in groups -> group-relative advantages -> clipped update.
+
+Metric names (TensorBoard, x-axis = env steps):
+  charts/  train_success, eval_success, eval_success_low, eval_success_high, mixed_groups,
+           mean_abs_advantage, failed_worlds, env_steps_per_s
+  losses/  policy_loss, clip_fraction, approx_kl, kl_ref, entropy, grad_norm, skipped_steps
+  time/    rollout_s, update_s
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from omegaconf import OmegaConf
+
+from grpo_robot import checkpoint
+from grpo_robot.algo import ADVANTAGE_ESTIMATORS, clipped_surrogate, kl_k3, mixed_fraction
+from grpo_robot.batched import BatchedEnv, group_seeds
+from grpo_robot.config import TrainConfig, validate
+from grpo_robot.envs import make_task
+from grpo_robot.evaluation import EvalResult, evaluate
+from grpo_robot.policies import build_policy
+from grpo_robot.rollout import (
+    STREAM_EVAL,
+    STREAM_SHUFFLE,
+    Batch,
+    collect,
+    eval_seeds,
+    iteration_generator,
+    iteration_seeds,
+    stream_seed,
+)
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+@dataclass
+class UpdateStats:
+    """Means over the optimizer steps of one update."""
+
+    values: dict[str, list[float]] = field(default_factory=dict)
+
+    def add(self, **kv: float) -> None:
+        for k, v in kv.items():
+            self.values.setdefault(k, []).append(float(v))
+
+    def means(self) -> dict[str, float]:
+        return {k: float(np.mean(v)) for k, v in self.values.items()}
+
+
+class Trainer:
+    """Builds everything from a validated `TrainConfig`; `run()` trains and returns a summary."""
+
+    def __init__(self, cfg: TrainConfig, run_dir: str | Path) -> None:
+        validate(cfg)  # before any environment is built
+        self.cfg = cfg
+        self.run_dir = Path(run_dir)
+        self.device = resolve_device(cfg.device)
+        algo = cfg.algo
+        self.n_groups, self.group_size = algo.groups_per_iter, algo.group_size
+        task = make_task(cfg.env.task)
+        env_kwargs = dict(
+            nthread=cfg.env.nthread, horizon=cfg.env.horizon, terminate_on_success=cfg.env.outcome == "any_step"
+        )
+        self.final_step_outcome = cfg.env.outcome == "final_step"
+        self.env = BatchedEnv(task, self.n_groups * self.group_size, **env_kwargs)
+        self.eval_env = BatchedEnv(task, cfg.eval_seeds, **env_kwargs)
+
+        torch.manual_seed(cfg.seed)  # initial weights
+        p = cfg.policy
+        self.policy = build_policy(
+            p.type,
+            task.obs_dim,
+            task.action_dim,
+            hidden_sizes=list(p.hidden_sizes),
+            activation=p.activation,
+            init_std=p.init_std,
+            state_dependent_std=p.state_dependent_std,
+            squash=p.squash,
+            obs_norm=p.obs_norm,
+        ).to(self.device)
+        # the frozen reference exists only when the KL term is on
+        self.reference = self._freeze(self.policy) if algo.kl_beta > 0 else None
+        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=algo.lr, eps=1e-5)
+        self.iteration = 0
+        self.env_steps = 0
+        self.best_eval = -1.0
+        self.last_eval: EvalResult | None = None
+        if cfg.resume:
+            self._restore(checkpoint.load(cfg.resume, map_location=self.device))
+        self.writer = None
+
+    @staticmethod
+    def _freeze(policy):
+        ref = copy.deepcopy(policy)
+        ref.requires_grad_(False)
+        return ref.eval()
+
+    # -- one iteration ------------------------------------------------------------------------------
+    def rollout(self, it: int) -> Batch:
+        seeds = group_seeds(iteration_seeds(self.cfg.seed, it, self.n_groups), self.group_size)
+        generator = iteration_generator(self.cfg.seed, it, self.device)
+        return collect(self.env, self.policy, seeds, self.device, generator, False, self.final_step_outcome)
+
+    def advantages(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """-> (advantages [B], outcomes [G, N])."""
+        rewards = batch.success.view(self.n_groups, self.group_size)
+        adv = ADVANTAGE_ESTIMATORS[self.cfg.algo.advantage](rewards, self.cfg.algo.adv_eps)
+        return adv.reshape(-1).to(torch.float32), rewards
+
+    def update(self, batch: Batch, advantages: torch.Tensor, it: int) -> dict[str, float]:
+        """K epochs of minibatches over trajectories, GRPO's per-trajectory mean in each."""
+        algo = self.cfg.algo
+        obs, raw, logp_old, traj, lengths = batch.packed()
+        adv = advantages[traj]
+        n_traj = len(advantages)
+        # zero-advantage steps add nothing to the surrogate's gradient: leave them out unless a
+        # KL or entropy term needs them (the 1/|minibatch| normalization is kept either way)
+        keep = torch.ones_like(adv, dtype=torch.bool)
+        if algo.kl_beta == 0 and algo.entropy_coef == 0:
+            keep = adv != 0
+        logp_ref = None
+        if self.reference is not None:
+            with torch.no_grad():
+                logp_ref = self.reference.log_prob_entropy(obs, raw)[0]
+        lr = algo.lr * (1.0 - it / self.cfg.iterations if algo.lr_schedule == "linear" else 1.0)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        weights = 1.0 / lengths[traj].to(torch.float32)
+        shuffle = torch.Generator().manual_seed(stream_seed(self.cfg.seed, it, STREAM_SHUFFLE))
+        max_norm = algo.max_grad_norm if algo.max_grad_norm is not None else math.inf
+        stats = UpdateStats()
+        for _ in range(algo.epochs):
+            for members in torch.randperm(n_traj, generator=shuffle).to(self.device).chunk(algo.minibatches):
+                in_mb = torch.zeros(n_traj, dtype=torch.bool, device=self.device)
+                in_mb[members] = True
+                sel = in_mb[traj] & keep
+                if not sel.any():
+                    continue
+                logp, entropy = self.policy.log_prob_entropy(obs[sel], raw[sel])
+                objective, ratio, clipped = clipped_surrogate(logp, logp_old[sel], adv[sel], algo.clip_eps)
+                surrogate = objective
+                kl_ref = torch.zeros_like(logp)
+                if logp_ref is not None:
+                    kl_ref = kl_k3(logp, logp_ref[sel])
+                    objective = objective - algo.kl_beta * kl_ref
+                if algo.entropy_coef > 0:
+                    objective = objective + algo.entropy_coef * entropy
+                loss = -(objective * weights[sel]).sum() / len(members)
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), max_norm)
+                if not (torch.isfinite(loss) and torch.isfinite(grad_norm)):
+                    stats.add(skipped_steps=1)  # a NaN never reaches the weights
+                    self.optimizer.zero_grad(set_to_none=True)
+                    continue
+                self.optimizer.step()
+                with torch.no_grad():
+                    log_ratio = torch.log(ratio)
+                    stats.add(
+                        policy_loss=-(surrogate * weights[sel]).sum().item() / len(members),
+                        clip_fraction=clipped.float().mean().item(),
+                        approx_kl=(ratio - 1 - log_ratio).mean().item(),
+                        kl_ref=kl_ref.mean().item(),
+                        entropy=entropy.mean().item(),
+                        grad_norm=grad_norm.item(),
+                        skipped_steps=0,
+                    )
+        return stats.means()
+
+    # -- the loop -----------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        from torch.utils.tensorboard import SummaryWriter
+        from tqdm import tqdm
+
+        cfg = self.cfg
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "resolved_config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)))
+        self.writer = SummaryWriter(str(self.run_dir / "tb"))
+        start_time = time.perf_counter()
+        bar = tqdm(
+            total=cfg.iterations, initial=self.iteration, disable=not cfg.progress, unit="it", dynamic_ncols=True
+        )
+        try:
+            while self.iteration < cfg.iterations:
+                it = self.iteration
+                t0 = time.perf_counter()
+                batch = self.rollout(it)
+                t1 = time.perf_counter()
+                advantages, outcomes = self.advantages(batch)
+                update_stats = self.update(batch, advantages, it)
+                self.policy.obs_norm.update(batch.packed()[0])
+                t2 = time.perf_counter()
+                self.iteration = it + 1
+                self.env_steps += batch.env_steps
+                train_success = batch.success.mean().item()
+                scalars = {
+                    "charts/train_success": train_success,
+                    "charts/mixed_groups": mixed_fraction(outcomes),
+                    "charts/mean_abs_advantage": advantages.abs().mean().item(),
+                    "charts/failed_worlds": batch.failed.float().mean().item(),
+                    "charts/env_steps_per_s": batch.env_steps / (t1 - t0),
+                    "time/rollout_s": t1 - t0,
+                    "time/update_s": t2 - t1,
+                    **{f"losses/{k}": v for k, v in update_stats.items()},
+                }
+                out_of_time = (
+                    cfg.time_limit_min is not None and time.perf_counter() - start_time > 60 * cfg.time_limit_min
+                )
+                last = self.iteration == cfg.iterations or out_of_time
+                if self.iteration % cfg.eval_every == 0 or last:
+                    result = self.evaluate()
+                    low, high = result.interval
+                    scalars.update(
+                        {
+                            "charts/eval_success": result.rate,
+                            "charts/eval_success_low": low,
+                            "charts/eval_success_high": high,
+                        }
+                    )
+                    if result.rate > self.best_eval:
+                        self.best_eval = result.rate
+                        self.save("best")
+                if self.iteration % cfg.checkpoint_every == 0 or self.iteration % cfg.eval_every == 0 or last:
+                    self.save("last")
+                for tag, value in scalars.items():
+                    self.writer.add_scalar(tag, value, self.env_steps)
+                postfix = {"success": f"{train_success:.2f}"}
+                if self.last_eval is not None:
+                    postfix["eval"] = f"{self.last_eval.rate:.2f}"
+                bar.set_postfix(postfix, refresh=False)
+                bar.update(1)
+                if out_of_time:
+                    break
+        finally:
+            bar.close()
+            self.writer.close()
+        final = self.last_eval
+        summary = {
+            "iterations": self.iteration,
+            "env_steps": self.env_steps,
+            "seconds": time.perf_counter() - start_time,
+            "eval": final.to_json() if final is not None else None,
+            "best_eval": self.best_eval,
+            "run_dir": str(self.run_dir),
+        }
+        (self.run_dir / "summary.json").write_text(json.dumps({**summary, "eval": None}, indent=1))
+        if final is not None:
+            (self.run_dir / "eval.json").write_text(json.dumps(final.to_json(), indent=1))
+        return summary
+
+    def evaluate(self) -> EvalResult:
+        cfg = self.cfg
+        generator = iteration_generator(cfg.seed, self.iteration, self.device, STREAM_EVAL)
+        self.last_eval = evaluate(
+            self.eval_env,
+            self.policy,
+            eval_seeds(cfg.eval_seeds),
+            self.device,
+            cfg.eval_deterministic,
+            generator,
+            self.final_step_outcome,
+        )
+        return self.last_eval
+
+    # -- checkpoints --------------------------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        return {
+            "format_version": checkpoint.FORMAT_VERSION,
+            "iteration": self.iteration,
+            "env_steps": self.env_steps,
+            "best_eval": self.best_eval,
+            "config": OmegaConf.to_container(OmegaConf.structured(self.cfg)),
+            "policy": checkpoint.policy_record(self.policy),
+            "optimizer": self.optimizer.state_dict(),
+            "reference": None if self.reference is None else self.reference.state_dict(),
+            "eval": None if self.last_eval is None else self.last_eval.to_json(),
+        }
+
+    def save(self, name: str) -> Path:
+        path = self.run_dir / "checkpoints" / f"{name}.pt"
+        checkpoint.save_atomic(self.state(), path)
+        return path
+
+    def _restore(self, ckpt: dict[str, Any]) -> None:
+        record = ckpt["policy"]
+        mine = checkpoint.policy_record(self.policy)
+        for key in ("type", "obs_dim", "action_dim", "kwargs"):
+            if record[key] != mine[key]:
+                raise ValueError(f"cannot resume: checkpoint policy {key}={record[key]!r}, config gives {mine[key]!r}")
+        self.policy.load_state_dict(record["state_dict"])
+        self.optimizer.load_state_dict(ckpt["optimizer"])
+        if self.reference is not None:
+            if ckpt["reference"] is None:
+                raise ValueError("cannot resume with algo.kl_beta > 0: the checkpoint holds no reference policy")
+            self.reference.load_state_dict(ckpt["reference"])
+        self.iteration = int(ckpt["iteration"])
+        self.env_steps = int(ckpt["env_steps"])
+        self.best_eval = float(ckpt["best_eval"])

@@ -1,0 +1,126 @@
+"""GRPO's pure functions against numbers worked by hand."""
+
+import math
+
+import pytest
+import torch
+
+from grpo_robot.algo import (
+    broadcast_to_steps,
+    clipped_surrogate,
+    grpo_advantages,
+    kl_k3,
+    mixed_fraction,
+    seq_mean_token_mean,
+)
+from grpo_robot.policies import GaussianPolicy
+from grpo_robot.stats import wilson_interval
+
+
+def test_worked_advantage_example():
+    rewards = torch.tensor([[1.0, 1, 1, 0, 0, 0, 0, 0]])
+    assert rewards.mean().item() == pytest.approx(0.375)
+    raw = rewards - rewards.mean()
+    assert raw[0, 0].item() == pytest.approx(0.625) and raw[0, -1].item() == pytest.approx(-0.375)
+    adv = grpo_advantages(rewards, eps=0.0)
+    # population std = sqrt(0.375 * 0.625) = 0.48412
+    assert adv[0, :3].tolist() == pytest.approx([1.2910] * 3, abs=1e-4)
+    assert adv[0, 3:].tolist() == pytest.approx([-0.7746] * 5, abs=1e-4)
+    assert adv.sum().item() == pytest.approx(0.0, abs=1e-12)
+
+
+@pytest.mark.parametrize("eps", [0.0, 1e-6])
+def test_uniform_groups_get_zero_advantage(eps):
+    rewards = torch.tensor([[1.0, 1, 1, 1], [0, 0, 0, 0], [1, 0, 0, 0]])
+    adv = grpo_advantages(rewards, eps=eps)
+    assert (adv[:2] == 0).all() and torch.isfinite(adv).all()
+    assert (adv[2] != 0).all()
+    assert mixed_fraction(rewards) == pytest.approx(1 / 3)
+
+
+def test_broadcast_covers_exactly_valid_steps():
+    mask = torch.tensor([[1, 1, 1], [1, 0, 1], [0, 0, 1]], dtype=torch.bool)  # [T=3, B=3]
+    adv = torch.tensor([0.5, -2.0, 1.5])
+    steps = broadcast_to_steps(adv, mask)
+    assert steps.tolist() == [[0.5, -2.0, 1.5], [0.5, 0.0, 1.5], [0.0, 0.0, 1.5]]
+    assert ((steps != 0) == mask).all()
+
+
+def test_clipped_surrogate_value_and_gradients():
+    eps = 0.2
+    logp_old = torch.zeros(6)
+    # ratios: 1, 1.5 (above clip), 0.5 (below clip), with A > 0 and A < 0
+    logp = torch.log(torch.tensor([1.0, 1.5, 0.5, 1.0, 1.5, 0.5])).requires_grad_()
+    adv = torch.tensor([2.0, 2.0, 2.0, -2.0, -2.0, -2.0])
+    objective, ratio, clipped = clipped_surrogate(logp, logp_old, adv, eps)
+    assert objective.tolist() == pytest.approx([2.0, 2.4, 1.0, -2.0, -3.0, -1.6])
+    assert clipped.tolist() == [False, True, False, False, False, True]
+    objective.sum().backward()
+    grad = logp.grad.tolist()
+    # d(rho*A)/dlogp = rho*A where the unclipped term is active; zero where the clip is active
+    assert grad == pytest.approx([2.0, 0.0, 1.0, -2.0, -3.0, 0.0])
+
+
+def test_surrogate_equals_unclipped_at_ratio_one():
+    logp = torch.randn(10, requires_grad=True)
+    adv = torch.randn(10)
+    objective, ratio, _ = clipped_surrogate(logp, logp.detach(), adv, 0.2)
+    assert torch.allclose(ratio, torch.ones(10))
+    assert torch.allclose(objective, adv)
+    objective.sum().backward()
+    assert torch.allclose(logp.grad, adv)
+
+
+def test_k3_nonnegative_and_zero_for_equal_policies():
+    g = torch.Generator().manual_seed(0)
+    logp, logp_ref = torch.randn(1000, generator=g), torch.randn(1000, generator=g)
+    assert (kl_k3(logp, logp_ref) >= 0).all()
+    assert (kl_k3(logp, logp) == 0).all()
+    # r - log r - 1 at r = e: e - 2
+    assert kl_k3(torch.tensor([0.0]), torch.tensor([1.0])).item() == pytest.approx(math.e - 2)
+
+
+def test_seq_mean_token_mean_by_hand():
+    values = torch.tensor([1.0, 3.0, 10.0, 4.0, 4.0, 4.0])
+    traj = torch.tensor([0, 0, 1, 2, 2, 2])
+    lengths = torch.tensor([2, 1, 3])
+    # trajectory means 2, 10, 4 -> mean over 3 trajectories = 16/3
+    assert seq_mean_token_mean(values, traj, lengths, 3).item() == pytest.approx(16 / 3)
+
+
+def test_tanh_log_prob_matches_change_of_variables():
+    torch.manual_seed(0)
+    policy = GaussianPolicy(5, 3, hidden_sizes=[16], init_std=0.8, squash=True, obs_norm=False)
+    obs = torch.randn(64, 5)
+    raw, action, logp = policy.sample(obs)
+    mean, log_std = policy.distribution(obs)
+    reference = torch.distributions.TransformedDistribution(
+        torch.distributions.Normal(mean, log_std.exp()), [torch.distributions.TanhTransform()]
+    )
+    expected = reference.log_prob(action.clamp(-1 + 1e-6, 1 - 1e-6)).sum(-1)
+    ok = action.abs().amax(-1) < 0.999  # atanh in the reference loses precision at the bounds
+    assert torch.allclose(logp[ok], expected[ok], atol=1e-3)
+    assert torch.allclose(policy.log_prob_entropy(obs, raw)[0], logp)
+    assert (action.abs() < 1).all()
+
+
+def test_gaussian_log_prob_is_of_the_sampled_action_and_env_gets_it_clipped():
+    torch.manual_seed(0)
+    policy = GaussianPolicy(4, 2, hidden_sizes=[8], init_std=2.0, obs_norm=False)
+    obs = torch.randn(256, 4)
+    raw, action, logp = policy.sample(obs)
+    mean, log_std = policy.distribution(obs)
+    expected = torch.distributions.Normal(mean, log_std.exp()).log_prob(raw).sum(-1)
+    assert torch.allclose(logp, expected, atol=1e-5)
+    assert (raw.abs() > 1).any() and (action == raw.clamp(-1, 1)).all()
+
+
+def test_wilson_interval_known_values():
+    low, high = wilson_interval(0, 10)
+    assert low == 0.0 and high == pytest.approx(3.8415 / 13.8415, abs=1e-4)  # z^2 / (n + z^2)
+    low, high = wilson_interval(10, 10)
+    assert low == pytest.approx(10 / 13.8415, abs=1e-4) and high == pytest.approx(1.0)
+    low, high = wilson_interval(180, 200)
+    assert (low, high) == pytest.approx((0.8506, 0.9343), abs=1e-4)
+    with pytest.raises(ValueError):
+        wilson_interval(3, 2)

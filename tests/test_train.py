@@ -1,0 +1,176 @@
+"""Training end to end on Reach: it learns, it is deterministic, it resumes exactly, and the
+command line refuses bad configs."""
+
+import json
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from grpo_robot import checkpoint
+from grpo_robot.config import AlgoConfig, EnvConfig, PolicyConfig, TrainConfig
+from grpo_robot.trainer import Trainer
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def small_config(**overrides) -> TrainConfig:
+    cfg = TrainConfig(
+        env=EnvConfig(task="Reach"),
+        policy=PolicyConfig(hidden_sizes=[64, 64]),
+        algo=AlgoConfig(group_size=8, groups_per_iter=16, epochs=2, minibatches=2),
+        iterations=2,
+        eval_every=1000,
+        eval_seeds=50,
+        progress=False,
+    )
+    return replace(cfg, **overrides)
+
+
+def params(trainer: Trainer) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in trainer.policy.state_dict().items()}
+
+
+def test_short_training_run_beats_initial_policy(tmp_path):
+    cfg = small_config(iterations=20, eval_seeds=100, algo=AlgoConfig(group_size=8, groups_per_iter=32, lr=1e-3))
+    trainer = Trainer(cfg, tmp_path)
+    before = trainer.evaluate().rate
+    start = time.perf_counter()
+    summary = trainer.run()
+    seconds = time.perf_counter() - start
+    after = trainer.last_eval.rate
+    assert seconds < 60, f"took {seconds:.0f} s"
+    assert after >= before + 0.4, f"success {before:.2f} -> {after:.2f}"
+    assert summary["env_steps"] > 0
+    ckpt = torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=True)
+    assert ckpt["iteration"] == 20
+    assert (tmp_path / "checkpoints" / "best.pt").is_file()
+    assert not list((tmp_path / "checkpoints").glob("*.tmp"))  # atomic writes leave no temp files
+    assert list((tmp_path / "tb").glob("events.out.tfevents.*"))
+
+
+def test_two_runs_with_same_seed_are_identical(tmp_path):
+    cfg = small_config(seed=7)
+    runs = []
+    for i in range(2):
+        trainer = Trainer(cfg, tmp_path / str(i))
+        losses = []
+        for it in range(2):
+            batch = trainer.rollout(it)
+            adv, _ = trainer.advantages(batch)
+            losses.append(trainer.update(batch, adv, it))
+            trainer.policy.obs_norm.update(batch.packed()[0])
+        runs.append((losses, params(trainer)))
+    assert runs[0][0] == runs[1][0]
+    assert all(torch.equal(runs[0][1][k], runs[1][1][k]) for k in runs[0][1])
+    other = Trainer(small_config(seed=8), tmp_path / "other")
+    other.run()
+    assert not torch.equal(params(other)["mean_head.0.weight"], runs[0][1]["mean_head.0.weight"])
+
+
+def test_resume_matches_uninterrupted_run(tmp_path):
+    algo = AlgoConfig(group_size=8, groups_per_iter=16, epochs=2, minibatches=2, kl_beta=0.05, lr_schedule="linear")
+    cfg = small_config(iterations=4, algo=algo, checkpoint_every=1)
+    straight = Trainer(cfg, tmp_path / "straight")
+    straight.run()
+
+    interrupted = Trainer(cfg, tmp_path / "first")
+    rollout = interrupted.rollout
+
+    def crash_at_third_iteration(it):
+        if it == 2:
+            raise KeyboardInterrupt
+        return rollout(it)
+
+    interrupted.rollout = crash_at_third_iteration
+    with pytest.raises(KeyboardInterrupt):
+        interrupted.run()
+    resumed = Trainer(replace(cfg, resume=str(tmp_path / "first")), tmp_path / "second")
+    assert resumed.iteration == 2
+    resumed.run()
+    assert resumed.iteration == 4 and resumed.env_steps == straight.env_steps
+    a, b = params(straight), params(resumed)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    opt_a, opt_b = straight.optimizer.state_dict()["state"], resumed.optimizer.state_dict()["state"]
+    assert all(torch.equal(opt_a[i]["exp_avg"], opt_b[i]["exp_avg"]) for i in opt_a)
+
+
+def test_final_step_outcome_runs_to_horizon(tmp_path):
+    cfg = small_config(iterations=1, env=EnvConfig(task="Reach", outcome="final_step", horizon=20))
+    trainer = Trainer(cfg, tmp_path)
+    batch = trainer.rollout(0)
+    assert (batch.mask.sum(0) == 20).all()
+
+
+def run_cli(script: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / script), *args], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
+
+
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("algo.group_size=1", "algo.group_size"),
+        ("algo.clip_eps=1.0", "algo.clip_eps"),
+        ("env.horizon=0", "env.horizon"),
+        ("env.task=Stack", "env.task"),
+        ("policy.activation=swish", "policy.activation"),
+        ("device=tpu", "device"),
+    ],
+)
+def test_bad_config_exits_with_one_line(tmp_path, override, key):
+    out = run_cli("train.py", override, cwd=tmp_path)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {key}=") and "must be" in lines[0]
+    assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").rglob("*.pt"))
+
+
+def test_cli_train_then_evaluate(tmp_path):
+    out = run_cli(
+        "train.py",
+        "iterations=2",
+        "eval_every=1",
+        "eval_seeds=20",
+        "algo.groups_per_iter=8",
+        "algo.group_size=4",
+        "policy.hidden_sizes=[32]",
+        "progress=false",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "held-out seeds: success" in out.stdout
+    run = tmp_path / "run"
+    assert (run / ".hydra" / "config.yaml").is_file() and (run / "resolved_config.yaml").is_file()
+    for mode in ("true", "false"):
+        ev = run_cli("evaluate.py", f"checkpoint={run}", "n_seeds=30", f"deterministic={mode}", cwd=tmp_path)
+        assert ev.returncode == 0, ev.stderr
+        assert "95% Wilson, n=30" in ev.stdout
+    record = json.loads((run / "checkpoints" / "last_eval_30_deterministic.json").read_text())
+    assert record["n"] == 30 and len(record["episodes"]) == 30
+    seeds = [e["seed"] for e in record["episodes"]]
+    assert min(seeds) >= 1_000_000_000  # held out: the training range lies below
+    assert record["success_rate"] == pytest.approx(np.mean([e["success"] for e in record["episodes"]]))
+    bad = run_cli("evaluate.py", f"checkpoint={tmp_path / 'missing'}", cwd=tmp_path)
+    assert bad.returncode == 2 and "no checkpoint at" in bad.stderr
+
+
+def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
+    path = tmp_path / "c.pt"
+    checkpoint.save_atomic({"a": torch.ones(2)}, path)
+
+    def crash(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(torch, "save", crash)
+    with pytest.raises(OSError):
+        checkpoint.save_atomic({"a": torch.zeros(2)}, path)
+    assert torch.equal(torch.load(path, weights_only=True)["a"], torch.ones(2))  # old file intact
+    assert [p.name for p in tmp_path.iterdir()] == ["c.pt"]
