@@ -41,15 +41,10 @@ class LiftCube(Task):
     horizon = 80
     lift_height = 0.08  # m, cube bottom above the table
     bodies = scene.cube_xml()
-    sensors = """
-    <framepos name="cube_pos" objtype="site" objname="cube"/>
-    <framelinvel name="cube_vel" objtype="site" objname="cube"/>
-    <framepos name="cube_rel" objtype="site" objname="cube" reftype="site" refname="grip"/>
-    """
+    sensors = scene.CUBE_SENSORS
 
     def place(self, rng, data):
-        cube = rng.uniform(-0.1, 0.1, size=2)
-        data.qpos[self.qpos_adr("cube") : self.qpos_adr("cube") + 3] = (*cube, scene.CUBE_HALF)
+        self.put_cube(data, rng.uniform(-0.1, 0.1, size=2))
 
     def success(self, obs):
         high = self.read(obs, "cube_pos")[:, 2] - scene.CUBE_HALF >= self.lift_height

@@ -26,17 +26,17 @@ class PlaceCube(Task):
     </body>
     """
     )
-    sensors = """
-    <framepos name="cube_pos" objtype="site" objname="cube"/>
-    <framelinvel name="cube_vel" objtype="site" objname="cube"/>
-    <framepos name="cube_rel" objtype="site" objname="cube" reftype="site" refname="grip"/>
+    sensors = (
+        scene.CUBE_SENSORS
+        + """
     <framepos name="target_pos" objtype="body" objname="target"/>
     <framepos name="target_rel" objtype="body" objname="target" reftype="site" refname="cube"/>
     """
+    )
 
     def place(self, rng, data):
         cube = rng.uniform(-0.12, 0.12, size=2)
-        data.qpos[self.qpos_adr("cube") : self.qpos_adr("cube") + 3] = (*cube, scene.CUBE_HALF)
+        self.put_cube(data, cube)
         data.mocap_pos[0] = (*sample_apart(rng, -0.15, 0.15, cube, 0.11), PAD_HALF[2])
 
     def _on_pad(self, obs):

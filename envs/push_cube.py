@@ -17,17 +17,17 @@ class PushCube(Task):
     horizon = 100
     tolerance = 0.03  # m
     bodies = scene.cube_xml() + scene.goal_xml()
-    sensors = """
-    <framepos name="cube_pos" objtype="site" objname="cube"/>
-    <framelinvel name="cube_vel" objtype="site" objname="cube"/>
-    <framepos name="cube_rel" objtype="site" objname="cube" reftype="site" refname="grip"/>
+    sensors = (
+        scene.CUBE_SENSORS
+        + """
     <framepos name="goal_pos" objtype="body" objname="goal"/>
     <framepos name="goal_rel" objtype="body" objname="goal" reftype="site" refname="cube"/>
     """
+    )
 
     def place(self, rng, data):
         cube = rng.uniform(-0.1, 0.1, size=2)
-        data.qpos[self.qpos_adr("cube") : self.qpos_adr("cube") + 3] = (*cube, scene.CUBE_HALF)
+        self.put_cube(data, cube)
         data.mocap_pos[0] = (*sample_apart(rng, -0.15, 0.15, cube, 0.08), scene.CUBE_HALF)
 
     def success(self, obs):

@@ -99,6 +99,12 @@ def goal_xml(name: str = "goal", rgba: str = "0 .8 .2 .5") -> str:
     """
 
 
+CUBE_SENSORS = """
+    <framepos name="cube_pos" objtype="site" objname="cube"/>
+    <framelinvel name="cube_vel" objtype="site" objname="cube"/>
+    <framepos name="cube_rel" objtype="site" objname="cube" reftype="site" refname="grip"/>
+"""
+
 HAND_SENSORS = """
     <framepos name="grip_pos" objtype="site" objname="grip"/>
     <framelinvel name="grip_vel" objtype="site" objname="grip"/>

@@ -49,6 +49,11 @@ class Task:
     def qpos_adr(self, joint: str) -> int:
         return int(self.model.jnt_qposadr[self.model.joint(joint).id])
 
+    def put_cube(self, data: mujoco.MjData, xy: np.ndarray) -> None:
+        """Rest the cube, unrotated, on the table at `xy`."""
+        adr = self.qpos_adr("cube")
+        data.qpos[adr : adr + 3] = (*xy, scene.CUBE_HALF)
+
     def read(self, obs: np.ndarray, name: str) -> np.ndarray:
         """One named sensor out of observations `obs: [..., obs_dim]` -> `[..., dim]`."""
         return obs[..., self.obs_slices[name]]

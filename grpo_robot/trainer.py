@@ -120,10 +120,13 @@ class Trainer:
         adv = ADVANTAGE_ESTIMATORS[self.cfg.algo.advantage](rewards, self.cfg.algo.adv_eps)
         return adv.reshape(-1).to(torch.float32), rewards
 
-    def update(self, batch: Batch, advantages: torch.Tensor, it: int) -> dict[str, float]:
-        """K epochs of minibatches over trajectories, GRPO's per-trajectory mean in each."""
+    def update(self, packed: tuple[torch.Tensor, ...], advantages: torch.Tensor, it: int) -> dict[str, float]:
+        """K epochs of minibatches over trajectories, GRPO's per-trajectory mean in each.
+
+        `packed`: a batch's valid steps, as `Batch.packed()` returns them.
+        """
         algo = self.cfg.algo
-        obs, raw, logp_old, traj, lengths = batch.packed()
+        obs, raw, logp_old, traj, lengths = packed
         adv = advantages[traj]
         n_traj = len(advantages)
         # zero-advantage steps add nothing to the surrogate's gradient: leave them out unless a
@@ -200,8 +203,9 @@ class Trainer:
                 batch = self.rollout(it)
                 t1 = time.perf_counter()
                 advantages, outcomes = self.advantages(batch)
-                update_stats = self.update(batch, advantages, it)
-                self.policy.obs_norm.update(batch.packed()[0])
+                packed = batch.packed()
+                update_stats = self.update(packed, advantages, it)
+                self.policy.obs_norm.update(packed[0])  # after the update: one normalization per iteration
                 t2 = time.perf_counter()
                 self.iteration = it + 1
                 self.env_steps += batch.env_steps

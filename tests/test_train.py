@@ -51,7 +51,31 @@ def test_short_training_run_beats_initial_policy(tmp_path):
     assert ckpt["iteration"] == 20
     assert (tmp_path / "checkpoints" / "best.pt").is_file()
     assert not list((tmp_path / "checkpoints").glob("*.tmp"))  # atomic writes leave no temp files
-    assert list((tmp_path / "tb").glob("events.out.tfevents.*"))
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(tmp_path / "tb"))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    expected = {
+        "charts/train_success",
+        "charts/eval_success",
+        "charts/eval_success_low",
+        "charts/eval_success_high",
+        "charts/mixed_groups",
+        "charts/mean_abs_advantage",
+        "charts/env_steps_per_s",
+        "losses/policy_loss",
+        "losses/clip_fraction",
+        "losses/approx_kl",
+        "losses/kl_ref",
+        "losses/entropy",
+        "losses/grad_norm",
+        "time/rollout_s",
+        "time/update_s",
+    }
+    assert expected <= tags, expected - tags
+    (final,) = events.Scalars("charts/eval_success")
+    assert final.value == pytest.approx(after) and final.step == summary["env_steps"]
 
 
 def test_two_runs_with_same_seed_are_identical(tmp_path):
@@ -63,8 +87,9 @@ def test_two_runs_with_same_seed_are_identical(tmp_path):
         for it in range(2):
             batch = trainer.rollout(it)
             adv, _ = trainer.advantages(batch)
-            losses.append(trainer.update(batch, adv, it))
-            trainer.policy.obs_norm.update(batch.packed()[0])
+            packed = batch.packed()
+            losses.append(trainer.update(packed, adv, it))
+            trainer.policy.obs_norm.update(packed[0])
         runs.append((losses, params(trainer)))
     assert runs[0][0] == runs[1][0]
     assert all(torch.equal(runs[0][1][k], runs[1][1][k]) for k in runs[0][1])
@@ -174,3 +199,25 @@ def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
         checkpoint.save_atomic({"a": torch.zeros(2)}, path)
     assert torch.equal(torch.load(path, weights_only=True)["a"], torch.ones(2))  # old file intact
     assert [p.name for p in tmp_path.iterdir()] == ["c.pt"]
+
+
+def test_multirun_over_seeds(tmp_path):
+    out = run_cli(
+        "train.py",
+        "-m",
+        "seed=0,1",
+        "iterations=1",
+        "eval_seeds=10",
+        "algo.groups_per_iter=4",
+        "algo.group_size=4",
+        "progress=false",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stderr
+    weights = []
+    for seed in (0, 1):
+        ckpt = torch.load(tmp_path / "sweep" / f"seed={seed}" / "checkpoints" / "last.pt", weights_only=True)
+        assert ckpt["config"]["seed"] == seed
+        weights.append(ckpt["policy"]["state_dict"]["mean_head.0.weight"])
+    assert not torch.equal(*weights)
