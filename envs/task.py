@@ -28,7 +28,10 @@ class Task:
     sensors: ClassVar[str]  # task MJCF inside <sensor>
     action_dim: ClassVar[int] = 4
     n_substeps: ClassVar[int] = scene.N_SUBSTEPS
-    max_speed: ClassVar[float] = 20.0  # m/s or rad/s; any |qvel| above it means the world blew up
+    # Any |qvel| entry above this (m/s or rad/s) means the world blew up. Under random actions the
+    # built-in tasks peak at 1.4 m/s and 41 rad/s (a flicked cube spinning), so 500 never fires on
+    # real motion; it catches runaways before MuJoCo's own 1e10 bound does.
+    max_speed: ClassVar[float] = 500.0
 
     def __init__(self) -> None:
         self.model = mujoco.MjModel.from_xml_string(scene.build_xml(self.name, self.bodies, self.sensors))
