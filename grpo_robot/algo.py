@@ -1,8 +1,11 @@
-"""GRPO's pieces as pure functions with hand-checkable numbers.
+"""The GRPO family's pieces as pure functions with hand-checkable numbers.
 
-Shapes: group outcomes `rewards: [G, N]` (G groups of N members); per-step tensors are packed
-over the valid steps of a batch, `[S]`, with `traj: [S]` naming each step's trajectory.
-Advantage estimators are registered under the name the config uses (`algo.advantage`).
+Shapes: group outcomes `rewards: [G, N]` (G groups of N members). Loss terms are computed per
+*element*: a token (`ratio=token`), an action step (`ratio=action`) or a whole trajectory
+(`ratio=sequence`). Elements are packed, `[E]`, with `traj: [E]` naming each one's trajectory.
+Advantage estimators, aggregations and KL estimators are registered under the names the config
+uses (`algo.advantage`, `algo.aggregation`, `algo.kl_estimator`); adding a variant means adding
+one function.
 """
 
 from __future__ import annotations
@@ -36,6 +39,26 @@ def grpo_advantages(rewards: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     return torch.where(std > 0, adv, torch.zeros_like(adv))
 
 
+@register_advantage("dr_grpo")
+def dr_grpo_advantages(rewards: torch.Tensor, eps: float = 0.0) -> torch.Tensor:
+    """A_i = r_i - mean(r): Dr. GRPO drops the std division, which over-weights groups that
+    are nearly all successes or all failures. `eps` is unused."""
+    rewards = rewards.to(torch.float64)
+    return rewards - rewards.mean(dim=-1, keepdim=True)
+
+
+@register_advantage("rloo")
+def rloo_advantages(rewards: torch.Tensor, eps: float = 0.0) -> torch.Tensor:
+    """A_i = r_i - mean_{j != i} r_j: each member's baseline excludes itself (leave-one-out),
+    which equals N / (N - 1) * (r_i - mean(r)). `eps` is unused."""
+    rewards = rewards.to(torch.float64)
+    n = rewards.shape[-1]
+    if n < 2:
+        raise ValueError(f"rloo needs groups of at least 2, got {n}")
+    others = (rewards.sum(dim=-1, keepdim=True) - rewards) / (n - 1)
+    return rewards - others
+
+
 def mixed_fraction(rewards: torch.Tensor) -> float:
     """Fraction of groups `[G, N]` whose outcomes are not all equal (the groups that teach)."""
     return (rewards.amax(-1) != rewards.amin(-1)).to(torch.float64).mean().item()
@@ -48,19 +71,59 @@ def broadcast_to_steps(advantages: torch.Tensor, mask: torch.Tensor) -> torch.Te
 
 
 def clipped_surrogate(
-    logp: torch.Tensor, logp_old: torch.Tensor, advantages: torch.Tensor, clip_eps: float
+    logp: torch.Tensor,
+    logp_old: torch.Tensor,
+    advantages: torch.Tensor,
+    clip_low: float,
+    clip_high: float | None = None,
+    dual_clip: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """PPO's clipped objective per step (to maximize): min(rho*A, clip(rho, 1-eps, 1+eps)*A).
+    """PPO's clipped objective per element (to maximize): min(rho*A, clip(rho, 1-low, 1+high)*A).
 
-    -> (objective [S], ratio [S], clipped [S] bool: the clip bound is the active term).
+    `clip_high` defaults to `clip_low` (symmetric); a larger one is DAPO's clip-higher. With
+    `dual_clip = c > 1`, the objective of a negative advantage is bounded below by c*A, so a
+    huge ratio on a bad action cannot dominate the batch.
+    -> (objective [E], ratio [E], clipped [E] bool: a clip bound is the active term).
     """
+    clip_high = clip_low if clip_high is None else clip_high
     ratio = torch.exp(logp - logp_old)
     unclipped = ratio * advantages
-    clipped = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * advantages
+    clipped = torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high) * advantages
     objective = torch.minimum(unclipped, clipped)
-    return objective, ratio, clipped < unclipped
+    active = clipped < unclipped
+    if dual_clip is not None:
+        floor = dual_clip * advantages
+        dual = (advantages < 0) & (objective < floor)
+        objective = torch.where(dual, floor, objective)
+        active = active | dual
+    return objective, ratio, active
 
 
+KL_ESTIMATORS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {}
+
+
+def register_kl(name: str):
+    def deco(fn):
+        KL_ESTIMATORS[name] = fn
+        return fn
+
+    return deco
+
+
+@register_kl("k1")
+def kl_k1(logp: torch.Tensor, logp_ref: torch.Tensor) -> torch.Tensor:
+    """log(pi / pi_ref): unbiased for KL(pi || pi_ref) under samples of pi, but each sample can
+    be negative and the variance is high."""
+    return logp - logp_ref
+
+
+@register_kl("k2")
+def kl_k2(logp: torch.Tensor, logp_ref: torch.Tensor) -> torch.Tensor:
+    """(log(pi / pi_ref))^2 / 2: non-negative, low variance, biased (exact to second order)."""
+    return 0.5 * (logp - logp_ref) ** 2
+
+
+@register_kl("k3")
 def kl_k3(logp: torch.Tensor, logp_ref: torch.Tensor) -> torch.Tensor:
     """Per-step estimate of KL(pi || pi_ref) from samples of pi: r - log r - 1 with
     r = pi_ref/pi. Non-negative, unbiased, zero where the two policies agree."""
@@ -68,9 +131,43 @@ def kl_k3(logp: torch.Tensor, logp_ref: torch.Tensor) -> torch.Tensor:
     return torch.exp(log_ratio) - log_ratio - 1.0
 
 
-def seq_mean_token_mean(values: torch.Tensor, traj: torch.Tensor, lengths: torch.Tensor, n_traj: int) -> torch.Tensor:
-    """GRPO's aggregation: mean over each trajectory's steps, then mean over `n_traj` trajectories.
+AggregateFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, float], torch.Tensor]
+AGGREGATIONS: dict[str, AggregateFn] = {}
 
-    `values, traj: [S]`, `lengths: [B]` steps per trajectory (indexed by `traj`).
-    """
-    return (values / lengths[traj].to(values.dtype)).sum() / n_traj
+
+def register_aggregation(name: str) -> Callable[[AggregateFn], AggregateFn]:
+    def deco(fn: AggregateFn) -> AggregateFn:
+        AGGREGATIONS[name] = fn
+        return fn
+
+    return deco
+
+
+# Every aggregation takes `values, traj: [E]` (the minibatch's elements, possibly without those
+# that carry no gradient), `lengths: [B]` elements per trajectory, `members: [M]` the minibatch's
+# trajectories, and `norm`, the constant of Dr. GRPO's normalizer.
+
+
+@register_aggregation("seq-mean-token-mean")
+def seq_mean_token_mean(
+    values: torch.Tensor, traj: torch.Tensor, lengths: torch.Tensor, members: torch.Tensor, norm: float = 1.0
+) -> torch.Tensor:
+    """GRPO: mean over each trajectory's elements, then mean over the minibatch's trajectories."""
+    return (values / lengths[traj].to(values.dtype)).sum() / len(members)
+
+
+@register_aggregation("token-mean")
+def token_mean(
+    values: torch.Tensor, traj: torch.Tensor, lengths: torch.Tensor, members: torch.Tensor, norm: float = 1.0
+) -> torch.Tensor:
+    """DAPO: one mean over every element of the minibatch, so long trajectories weigh more."""
+    return values.sum() / lengths[members].sum().to(values.dtype)
+
+
+@register_aggregation("seq-mean-token-sum-norm")
+def seq_mean_token_sum_norm(
+    values: torch.Tensor, traj: torch.Tensor, lengths: torch.Tensor, members: torch.Tensor, norm: float = 1.0
+) -> torch.Tensor:
+    """Dr. GRPO: each trajectory's sum divided by one constant `norm` (max horizon x elements
+    per step), then the mean over trajectories: no per-trajectory length bias."""
+    return values.sum() / (norm * len(members))

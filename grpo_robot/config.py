@@ -13,9 +13,9 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from grpo_robot.algo import ADVANTAGE_ESTIMATORS
+from grpo_robot.algo import ADVANTAGE_ESTIMATORS, AGGREGATIONS, KL_ESTIMATORS
 from grpo_robot.envs import TASKS
-from grpo_robot.policies.base import ACTIVATIONS
+from grpo_robot.policies.base import ACTIVATIONS, POLICIES
 
 
 @dataclass
@@ -28,26 +28,46 @@ class EnvConfig:
 
 @dataclass
 class PolicyConfig:
-    type: str = "gaussian"
+    type: str = "gaussian"  # gaussian | tokenized
     hidden_sizes: list[int] = field(default_factory=lambda: [256, 256])
     activation: str = "tanh"  # tanh | relu | elu | gelu
+    obs_norm: bool = True  # running mean/std observation normalization
+    # gaussian only
     init_std: float = 0.5  # initial action std (pre-squash)
     state_dependent_std: bool = False  # log-std from a head instead of a free vector
     squash: bool = False  # tanh-squash actions (log-prob corrected); else clip to [-1, 1]
-    obs_norm: bool = True  # running mean/std observation normalization
+    # tokenized only
+    bins: int = 256  # K uniform bins over [-1, 1] per action dimension
+    head: str = "factorized"  # factorized | autoregressive (dimension d conditioned on tokens < d)
+    temperature: float = 1.0  # divides the logits
+    embed_dim: int = 16  # token embedding size of the autoregressive head
+
+
+def policy_kwargs(cfg: PolicyConfig) -> dict[str, Any]:
+    """The constructor arguments of `cfg.type` taken from `cfg`."""
+    common = dict(hidden_sizes=list(cfg.hidden_sizes), activation=cfg.activation, obs_norm=cfg.obs_norm)
+    if cfg.type == "gaussian":
+        return dict(common, init_std=cfg.init_std, state_dependent_std=cfg.state_dependent_std, squash=cfg.squash)
+    return dict(common, bins=cfg.bins, head=cfg.head, temperature=cfg.temperature, embed_dim=cfg.embed_dim)
 
 
 @dataclass
 class AlgoConfig:
     name: str = "grpo"
-    advantage: str = "grpo"  # advantage estimator (see grpo_robot.algo.ADVANTAGE_ESTIMATORS)
+    advantage: str = "grpo"  # grpo | dr_grpo | rloo (grpo_robot.algo.ADVANTAGE_ESTIMATORS)
+    ratio: str = "action"  # action: one ratio per step | token: one per token | sequence: GSPO's per trajectory
+    aggregation: str = "seq-mean-token-mean"  # | token-mean (DAPO) | seq-mean-token-sum-norm (Dr. GRPO)
     group_size: int = 16  # N rollouts per initial condition
     groups_per_iter: int = 32  # G initial conditions per iteration
     epochs: int = 4  # K passes over each batch
     minibatches: int = 4  # minibatches per epoch, split by trajectory
-    clip_eps: float = 0.2  # ratio clip range (1 - eps, 1 + eps)
+    clip_eps: float = 0.2  # ratio clip range (1 - eps, 1 + eps), unless clip_low/clip_high are set
+    clip_low: float | None = None  # lower clip 1 - clip_low; null = clip_eps
+    clip_high: float | None = None  # upper clip 1 + clip_high; null = clip_eps (DAPO: 0.28)
+    dual_clip: float | None = None  # c > 1 bounds a negative advantage's objective below by c*A; null = off
     adv_eps: float = 1e-6  # added to the group std
     kl_beta: float = 0.0  # weight of KL(pi || pi_ref) to the initial policy; 0 keeps no reference
+    kl_estimator: str = "k3"  # k1 | k2 | k3
     entropy_coef: float = 0.0
     lr: float = 3e-4  # Adam learning rate
     lr_schedule: str = "constant"  # constant | linear (to 0 at the last iteration)
@@ -103,7 +123,12 @@ def validate(cfg: TrainConfig | DictConfig) -> None:
     _check(env.horizon is None or env.horizon > 0, "env.horizon", env.horizon, "must be a positive integer or null")
     _check(env.outcome in ("any_step", "final_step"), "env.outcome", env.outcome, "must be any_step or final_step")
     _check(env.nthread is None or env.nthread >= 1, "env.nthread", env.nthread, "must be >= 1 or null")
-    _check(pol.type == "gaussian", "policy.type", pol.type, "must be gaussian")
+    _check(pol.type in POLICIES, "policy.type", pol.type, f"must be one of {', '.join(POLICIES)}")
+    _check(pol.bins >= 2, "policy.bins", pol.bins, "must be >= 2")
+    _check(pol.head in ("factorized", "autoregressive"), "policy.head", pol.head,
+           "must be factorized or autoregressive")  # fmt: skip
+    _check(pol.temperature > 0, "policy.temperature", pol.temperature, "must be > 0")
+    _check(pol.embed_dim >= 1, "policy.embed_dim", pol.embed_dim, "must be >= 1")
     _check(len(pol.hidden_sizes) > 0 and min(pol.hidden_sizes) > 0, "policy.hidden_sizes", list(pol.hidden_sizes),
            "must be a non-empty list of positive sizes")  # fmt: skip
     _check(
@@ -118,7 +143,15 @@ def validate(cfg: TrainConfig | DictConfig) -> None:
     n_traj = algo.group_size * algo.groups_per_iter
     _check(1 <= algo.minibatches <= n_traj, "algo.minibatches", algo.minibatches,
            f"must be in [1, group_size * groups_per_iter = {n_traj}]")  # fmt: skip
+    _check(algo.ratio in ("action", "token", "sequence"), "algo.ratio", algo.ratio, "must be action, token or sequence")
+    _check(algo.aggregation in AGGREGATIONS, "algo.aggregation", algo.aggregation,
+           f"must be one of {', '.join(AGGREGATIONS)}")  # fmt: skip
     _check(0 < algo.clip_eps < 1, "algo.clip_eps", algo.clip_eps, "must be in (0, 1)")
+    _check(algo.clip_low is None or 0 < algo.clip_low < 1, "algo.clip_low", algo.clip_low, "must be in (0, 1) or null")
+    _check(algo.clip_high is None or algo.clip_high > 0, "algo.clip_high", algo.clip_high, "must be > 0 or null")
+    _check(algo.dual_clip is None or algo.dual_clip > 1, "algo.dual_clip", algo.dual_clip, "must be > 1 or null")
+    _check(algo.kl_estimator in KL_ESTIMATORS, "algo.kl_estimator", algo.kl_estimator,
+           f"must be one of {', '.join(KL_ESTIMATORS)}")  # fmt: skip
     _check(algo.adv_eps >= 0, "algo.adv_eps", algo.adv_eps, "must be >= 0")
     _check(algo.kl_beta >= 0, "algo.kl_beta", algo.kl_beta, "must be >= 0")
     _check(algo.entropy_coef >= 0, "algo.entropy_coef", algo.entropy_coef, "must be >= 0")

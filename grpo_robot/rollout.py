@@ -49,7 +49,7 @@ class Batch:
 
     obs: torch.Tensor  # [T, B, obs_dim] observation each action was taken from
     raw: torch.Tensor  # [T, B, raw_dim] raw action sampled (what log_prob scores)
-    logp: torch.Tensor  # [T, B] log-prob of `raw` under the rollout policy
+    logp: torch.Tensor  # [T, B, n_tokens] per-token log-probs of `raw` under the rollout policy
     mask: torch.Tensor  # [T, B] bool, True on valid steps
     success: torch.Tensor  # [B] float 0/1, the trajectory's outcome
     failed: torch.Tensor  # [B] bool, physics failure (counted as no success)
@@ -59,7 +59,7 @@ class Batch:
         return int(self.mask.sum())
 
     def packed(self):
-        """Valid steps only, t-major: (obs [S, D], raw [S, R], logp [S], traj [S], lengths [B])."""
+        """Valid steps only, t-major: (obs [S, D], raw [S, R], logp [S, n_tokens], traj [S], lengths [B])."""
         t_idx, traj = self.mask.nonzero(as_tuple=True)
         return self.obs[t_idx, traj], self.raw[t_idx, traj], self.logp[t_idx, traj], traj, self.mask.sum(0)
 

@@ -22,9 +22,9 @@ import torch
 from omegaconf import OmegaConf
 
 from grpo_robot import checkpoint
-from grpo_robot.algo import ADVANTAGE_ESTIMATORS, clipped_surrogate, kl_k3, mixed_fraction
+from grpo_robot.algo import ADVANTAGE_ESTIMATORS, AGGREGATIONS, KL_ESTIMATORS, clipped_surrogate, mixed_fraction
 from grpo_robot.batched import BatchedEnv, group_seeds
-from grpo_robot.config import TrainConfig, validate
+from grpo_robot.config import TrainConfig, policy_kwargs, validate
 from grpo_robot.envs import make_task
 from grpo_robot.evaluation import EvalResult, evaluate
 from grpo_robot.policies import build_policy
@@ -79,18 +79,9 @@ class Trainer:
         self.eval_env = BatchedEnv(task, cfg.eval_seeds, **env_kwargs)
 
         torch.manual_seed(cfg.seed)  # initial weights
-        p = cfg.policy
-        self.policy = build_policy(
-            p.type,
-            task.obs_dim,
-            task.action_dim,
-            hidden_sizes=list(p.hidden_sizes),
-            activation=p.activation,
-            init_std=p.init_std,
-            state_dependent_std=p.state_dependent_std,
-            squash=p.squash,
-            obs_norm=p.obs_norm,
-        ).to(self.device)
+        self.policy = build_policy(cfg.policy.type, task.obs_dim, task.action_dim, **policy_kwargs(cfg.policy)).to(
+            self.device
+        )
         # the frozen reference exists only when the KL term is on
         self.reference = self._freeze(self.policy) if algo.kl_beta > 0 else None
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=algo.lr, eps=1e-5)
@@ -121,27 +112,28 @@ class Trainer:
         return adv.reshape(-1).to(torch.float32), rewards
 
     def update(self, packed: tuple[torch.Tensor, ...], advantages: torch.Tensor, it: int) -> dict[str, float]:
-        """K epochs of minibatches over trajectories, GRPO's per-trajectory mean in each.
+        """K epochs of minibatches over trajectories.
 
-        `packed`: a batch's valid steps, as `Batch.packed()` returns them.
+        `packed`: a batch's valid steps, as `Batch.packed()` returns them. Each minibatch's loss
+        is the clipped surrogate per element (token, action or trajectory, `algo.ratio`), minus
+        the KL penalty, plus the entropy bonus, aggregated by `algo.aggregation`.
         """
         algo = self.cfg.algo
-        obs, raw, logp_old, traj, lengths = packed
+        obs, raw, logp_old, traj, lengths = packed  # logp_old: [S, n_tokens]
         adv = advantages[traj]
         n_traj = len(advantages)
         # zero-advantage steps add nothing to the surrogate's gradient: leave them out unless a
-        # KL or entropy term needs them (the 1/|minibatch| normalization is kept either way)
+        # KL or entropy term needs them (every aggregation keeps its full denominator)
         keep = torch.ones_like(adv, dtype=torch.bool)
         if algo.kl_beta == 0 and algo.entropy_coef == 0:
             keep = adv != 0
         logp_ref = None
         if self.reference is not None:
             with torch.no_grad():
-                logp_ref = self.reference.log_prob_entropy(obs, raw)[0]
+                logp_ref = self.reference.log_probs(obs, raw)[0]
         lr = algo.lr * (1.0 - it / self.cfg.iterations if algo.lr_schedule == "linear" else 1.0)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        weights = 1.0 / lengths[traj].to(torch.float32)
         shuffle = torch.Generator().manual_seed(stream_seed(self.cfg.seed, it, STREAM_SHUFFLE))
         max_norm = algo.max_grad_norm if algo.max_grad_norm is not None else math.inf
         stats = UpdateStats()
@@ -152,16 +144,12 @@ class Trainer:
                 sel = in_mb[traj] & keep
                 if not sel.any():
                     continue
-                logp, entropy = self.policy.log_prob_entropy(obs[sel], raw[sel])
-                objective, ratio, clipped = clipped_surrogate(logp, logp_old[sel], adv[sel], algo.clip_eps)
-                surrogate = objective
-                kl_ref = torch.zeros_like(logp)
-                if logp_ref is not None:
-                    kl_ref = kl_k3(logp, logp_ref[sel])
-                    objective = objective - algo.kl_beta * kl_ref
-                if algo.entropy_coef > 0:
-                    objective = objective + algo.entropy_coef * entropy
-                loss = -(objective * weights[sel]).sum() / len(members)
+                logp, entropy = self.policy.log_probs(obs[sel], raw[sel])
+                ref = None if logp_ref is None else logp_ref[sel]
+                terms = self.loss_terms(logp, logp_old[sel], ref, entropy, adv[sel], traj[sel], lengths)
+                objective, surrogate, elem_traj, elem_lengths, ratio, clipped, kl_ref = terms
+                aggregate = AGGREGATIONS[algo.aggregation]
+                loss = -aggregate(objective, elem_traj, elem_lengths, members, self.norm)
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), max_norm)
@@ -172,16 +160,69 @@ class Trainer:
                 self.optimizer.step()
                 with torch.no_grad():
                     log_ratio = torch.log(ratio)
+                    policy_loss = -aggregate(surrogate, elem_traj, elem_lengths, members, self.norm)
                     stats.add(
-                        policy_loss=-(surrogate * weights[sel]).sum().item() / len(members),
+                        policy_loss=policy_loss.item(),
                         clip_fraction=clipped.float().mean().item(),
                         approx_kl=(ratio - 1 - log_ratio).mean().item(),
                         kl_ref=kl_ref.mean().item(),
-                        entropy=entropy.mean().item(),
+                        entropy=entropy.sum(-1).mean().item(),
                         grad_norm=grad_norm.item(),
                         skipped_steps=0,
                     )
         return stats.means()
+
+    @property
+    def norm(self) -> float:
+        """Dr. GRPO's constant normalizer: max horizon x elements per step."""
+        per_step = self.policy.n_tokens if self.cfg.algo.ratio == "token" else 1
+        return float(self.env.horizon * per_step)
+
+    def loss_terms(self, logp, logp_old, logp_ref, entropy, adv, traj, lengths):
+        """Per-element objective at the configured ratio level.
+
+        Inputs are per step: token log-probs `[s, n_tokens]`, `adv, traj: [s]`, and
+        `lengths: [B]` valid steps per trajectory.
+        -> (objective, surrogate, elem_traj, elem_lengths, ratio, clipped, kl_ref), the first two
+        and `elem_traj` over elements `[E]`, `elem_lengths: [B]` elements per trajectory.
+        """
+        algo = self.cfg.algo
+        clip_low = algo.clip_low if algo.clip_low is not None else algo.clip_eps
+        clip_high = algo.clip_high if algo.clip_high is not None else algo.clip_eps
+        kl_fn = KL_ESTIMATORS[algo.kl_estimator]
+        n_tok = logp.shape[-1]
+        if algo.ratio == "sequence":
+            # GSPO: one ratio per trajectory, the geometric mean of its token ratios
+            members, elem_traj = torch.unique(traj, return_inverse=True)
+            tokens = (lengths[members] * n_tok).to(logp.dtype)
+            per_traj = torch.zeros(len(members), dtype=logp.dtype, device=logp.device)
+
+            def traj_mean(x):  # mean over each trajectory's tokens, [s, n_tok] -> [M]
+                return per_traj.index_add(0, elem_traj, x.sum(-1)) / tokens
+
+            seq_log_ratio = traj_mean(logp - logp_old)
+            adv_traj = torch.zeros_like(per_traj).index_add(0, elem_traj, adv) / lengths[members].to(adv.dtype)
+            surrogate, ratio, clipped = clipped_surrogate(
+                seq_log_ratio, torch.zeros_like(seq_log_ratio), adv_traj, clip_low, clip_high, algo.dual_clip
+            )
+            kl_ref = traj_mean(kl_fn(logp, logp_ref)) if logp_ref is not None else torch.zeros_like(surrogate)
+            ent = traj_mean(entropy)
+            elem_traj, elem_lengths = members, torch.ones_like(lengths)
+        else:
+            if algo.ratio == "action":
+                logp, logp_old, entropy = logp.sum(-1), logp_old.sum(-1), entropy.sum(-1)
+                logp_ref = None if logp_ref is None else logp_ref.sum(-1)
+                elem_traj, elem_lengths = traj, lengths
+            else:  # token: every token its own clipped term
+                logp, logp_old, entropy = logp.flatten(), logp_old.flatten(), entropy.flatten()
+                logp_ref = None if logp_ref is None else logp_ref.flatten()
+                adv = adv.repeat_interleave(n_tok)
+                elem_traj, elem_lengths = traj.repeat_interleave(n_tok), lengths * n_tok
+            surrogate, ratio, clipped = clipped_surrogate(logp, logp_old, adv, clip_low, clip_high, algo.dual_clip)
+            kl_ref = kl_fn(logp, logp_ref) if logp_ref is not None else torch.zeros_like(surrogate)
+            ent = entropy
+        objective = surrogate - algo.kl_beta * kl_ref + algo.entropy_coef * ent
+        return objective, surrogate, elem_traj, elem_lengths, ratio, clipped, kl_ref
 
     # -- the loop -----------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:

@@ -85,7 +85,7 @@ def test_seq_mean_token_mean_by_hand():
     traj = torch.tensor([0, 0, 1, 2, 2, 2])
     lengths = torch.tensor([2, 1, 3])
     # trajectory means 2, 10, 4 -> mean over 3 trajectories = 16/3
-    assert seq_mean_token_mean(values, traj, lengths, 3).item() == pytest.approx(16 / 3)
+    assert seq_mean_token_mean(values, traj, lengths, torch.arange(3)).item() == pytest.approx(16 / 3)
 
 
 def test_tanh_log_prob_matches_change_of_variables():
@@ -93,6 +93,7 @@ def test_tanh_log_prob_matches_change_of_variables():
     policy = GaussianPolicy(5, 3, hidden_sizes=[16], init_std=0.8, squash=True, obs_norm=False)
     obs = torch.randn(64, 5)
     raw, action, logp = policy.sample(obs)
+    logp = logp.sum(-1)
     mean, log_std = policy.distribution(obs)
     reference = torch.distributions.TransformedDistribution(
         torch.distributions.Normal(mean, log_std.exp()), [torch.distributions.TanhTransform()]
@@ -100,7 +101,7 @@ def test_tanh_log_prob_matches_change_of_variables():
     expected = reference.log_prob(action.clamp(-1 + 1e-6, 1 - 1e-6)).sum(-1)
     ok = action.abs().amax(-1) < 0.999  # atanh in the reference loses precision at the bounds
     assert torch.allclose(logp[ok], expected[ok], atol=1e-3)
-    assert torch.allclose(policy.log_prob_entropy(obs, raw)[0], logp)
+    assert torch.allclose(policy.log_probs(obs, raw)[0].sum(-1), logp)
     assert (action.abs() < 1).all()
 
 
@@ -109,6 +110,7 @@ def test_gaussian_log_prob_is_of_the_sampled_action_and_env_gets_it_clipped():
     policy = GaussianPolicy(4, 2, hidden_sizes=[8], init_std=2.0, obs_norm=False)
     obs = torch.randn(256, 4)
     raw, action, logp = policy.sample(obs)
+    logp = logp.sum(-1)
     mean, log_std = policy.distribution(obs)
     expected = torch.distributions.Normal(mean, log_std.exp()).log_prob(raw).sum(-1)
     assert torch.allclose(logp, expected, atol=1e-5)
@@ -124,3 +126,57 @@ def test_wilson_interval_known_values():
     assert (low, high) == pytest.approx((0.8506, 0.9343), abs=1e-4)
     with pytest.raises(ValueError):
         wilson_interval(3, 2)
+
+
+def test_dr_grpo_and_rloo_advantages_by_hand():
+    from grpo_robot.algo import ADVANTAGE_ESTIMATORS
+
+    rewards = torch.tensor([[1.0, 1, 1, 0, 0, 0, 0, 0], [1, 1, 1, 1, 1, 1, 1, 1]])
+    dr = ADVANTAGE_ESTIMATORS["dr_grpo"](rewards, 0.0)
+    assert dr[0].tolist() == pytest.approx([0.625] * 3 + [-0.375] * 5)
+    rloo = ADVANTAGE_ESTIMATORS["rloo"](rewards, 0.0)
+    # a success's baseline is the other 7 members' mean 2/7, a failure's 3/7
+    assert rloo[0].tolist() == pytest.approx([1 - 2 / 7] * 3 + [-3 / 7] * 5)
+    assert torch.allclose(rloo[0], 8 / 7 * dr[0])
+    for name in ("grpo", "dr_grpo", "rloo"):
+        assert (ADVANTAGE_ESTIMATORS[name](rewards, 1e-6)[1] == 0).all()
+
+
+def test_clip_higher_and_dual_clip_by_hand():
+    logp_old = torch.zeros(5)
+    ratios = torch.tensor([1.25, 1.3, 0.75, 5.0, 5.0])
+    adv = torch.tensor([1.0, 1.0, -1.0, -1.0, 1.0])
+    logp = torch.log(ratios).requires_grad_()
+    objective, _, active = clipped_surrogate(logp, logp_old, adv, 0.2, 0.28)
+    # 1.25 < 1.28 stays; 1.3 clips to 1.28; 0.75 clips to 0.8 for A < 0; 5 * -1 is unclipped
+    assert objective.tolist() == pytest.approx([1.25, 1.28, -0.8, -5.0, 1.28])
+    assert active.tolist() == [False, True, True, False, True]
+    objective, _, active = clipped_surrogate(logp, logp_old, adv, 0.2, 0.28, dual_clip=3.0)
+    assert objective.tolist() == pytest.approx([1.25, 1.28, -0.8, -3.0, 1.28])  # -5 floored at 3 * A
+    objective.sum().backward()
+    assert logp.grad.tolist() == pytest.approx([1.25, 0.0, 0.0, 0.0, 0.0])
+
+
+def test_kl_estimators_by_hand():
+    from grpo_robot.algo import KL_ESTIMATORS
+
+    logp, logp_ref = torch.tensor([0.0, 0.3]), torch.tensor([1.0, 0.3])
+    assert KL_ESTIMATORS["k1"](logp, logp_ref).tolist() == pytest.approx([-1.0, 0.0])
+    assert KL_ESTIMATORS["k2"](logp, logp_ref).tolist() == pytest.approx([0.5, 0.0])
+    assert KL_ESTIMATORS["k3"](logp, logp_ref).tolist() == pytest.approx([math.e - 2, 0.0])
+
+
+def test_aggregations_by_hand():
+    from grpo_robot.algo import AGGREGATIONS
+
+    values = torch.tensor([1.0, 3.0, 10.0, 4.0, 4.0, 4.0])
+    traj = torch.tensor([0, 0, 1, 2, 2, 2])
+    lengths = torch.tensor([2, 1, 3])
+    members = torch.arange(3)
+    agg = {name: fn(values, traj, lengths, members, 4.0).item() for name, fn in AGGREGATIONS.items()}
+    assert agg["seq-mean-token-mean"] == pytest.approx((2 + 10 + 4) / 3)
+    assert agg["token-mean"] == pytest.approx(26 / 6)
+    assert agg["seq-mean-token-sum-norm"] == pytest.approx(26 / (4 * 3))
+    # elements left out (zero advantage) still count in token-mean's denominator
+    keep = traj != 1
+    assert AGGREGATIONS["token-mean"](values[keep], traj[keep], lengths, members, 4.0).item() == pytest.approx(16 / 6)

@@ -59,14 +59,20 @@ class ObsNormalizer(nn.Module):
 
 
 class Policy(nn.Module):
-    """Interface. Shapes: `obs: [..., obs_dim]`, raw actions `[..., raw_dim]`, log-probs `[...]`."""
+    """Interface. Shapes: `obs: [..., obs_dim]`, raw actions `[..., raw_dim]`, per-token
+    log-probs and entropies `[..., n_tokens]`.
+
+    A *token* is the unit of a policy's factorization: one action dimension (a Gaussian's
+    diagonal factorizes over dimensions; a tokenized policy emits one bin index per dimension).
+    The log-prob of an action is the sum over its tokens.
+    """
 
     kind: str  # the config's `policy.type`
-    raw_dtype: torch.dtype = torch.float32
 
     def __init__(self, obs_dim: int, action_dim: int, obs_norm: bool) -> None:
         super().__init__()
         self.obs_dim, self.action_dim = obs_dim, action_dim
+        self.n_tokens = action_dim
         self.obs_norm = ObsNormalizer(obs_dim, obs_norm)
 
     def init_kwargs(self) -> dict[str, Any]:
@@ -74,19 +80,24 @@ class Policy(nn.Module):
         raise NotImplementedError
 
     def sample(self, obs: torch.Tensor, generator: torch.Generator | None = None, deterministic: bool = False):
-        """-> (raw [..., raw_dim], action [..., action_dim] in [-1, 1], log_prob [...])."""
+        """-> (raw [..., raw_dim], action [..., action_dim] in [-1, 1], token log-probs [..., n_tokens])."""
         raise NotImplementedError
 
-    def log_prob_entropy(self, obs: torch.Tensor, raw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Log-prob of `raw` and an entropy estimate, both `[...]`."""
+    def log_probs(self, obs: torch.Tensor, raw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-token log-probs of `raw` and per-token entropy estimates, both `[..., n_tokens]`."""
         raise NotImplementedError
 
 
 def build_policy(kind: str, obs_dim: int, action_dim: int, **kwargs: Any) -> Policy:
-    """A policy of type `kind` (see `POLICIES`)."""
-    from grpo_robot.policies.gaussian import GaussianPolicy
+    """A policy of type `kind` (one of `POLICIES`)."""
+    if kind not in POLICIES:
+        raise ValueError(f"unknown policy type {kind!r}; known: {', '.join(POLICIES)}")
+    return POLICIES[kind](obs_dim, action_dim, **kwargs)
 
-    policies: dict[str, type[Policy]] = {"gaussian": GaussianPolicy}
-    if kind not in policies:
-        raise ValueError(f"unknown policy type {kind!r}; known: {', '.join(policies)}")
-    return policies[kind](obs_dim, action_dim, **kwargs)
+
+POLICIES: dict[str, type[Policy]] = {}
+
+
+def register_policy(cls: type[Policy]) -> type[Policy]:
+    POLICIES[cls.kind] = cls
+    return cls

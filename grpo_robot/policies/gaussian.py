@@ -7,7 +7,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from grpo_robot.policies.base import ACTIVATIONS, Policy, mlp
+from grpo_robot.policies.base import ACTIVATIONS, Policy, mlp, register_policy
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 1.0
 HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
@@ -18,6 +18,7 @@ def tanh_log_det(raw: torch.Tensor) -> torch.Tensor:
     return 2.0 * (math.log(2.0) - raw - F.softplus(-2.0 * raw))
 
 
+@register_policy
 class GaussianPolicy(Policy):
     """MLP mean; log-std a learned vector (default) or a second head (`state_dependent_std`).
 
@@ -68,11 +69,12 @@ class GaussianPolicy(Policy):
         log_std = self.log_std_head(hidden) if self.state_dependent_std else self.log_std.expand_as(mean)
         return mean, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
 
-    def _log_prob(self, raw, mean, log_std):
+    def _log_probs(self, raw, mean, log_std):
+        """Per-dimension log-density `[..., action_dim]` (the diagonal factorizes)."""
         z = (raw - mean) * torch.exp(-log_std)
-        logp = (-0.5 * z**2 - log_std - HALF_LOG_2PI).sum(-1)
+        logp = -0.5 * z**2 - log_std - HALF_LOG_2PI
         if self.squash:
-            logp = logp - tanh_log_det(raw).sum(-1)
+            logp = logp - tanh_log_det(raw)
         return logp
 
     def to_action(self, raw: torch.Tensor) -> torch.Tensor:
@@ -85,13 +87,13 @@ class GaussianPolicy(Policy):
         else:
             noise = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
             raw = mean + noise * torch.exp(log_std)
-        return raw, self.to_action(raw), self._log_prob(raw, mean, log_std)
+        return raw, self.to_action(raw), self._log_probs(raw, mean, log_std)
 
-    def log_prob_entropy(self, obs, raw):
+    def log_probs(self, obs, raw):
         mean, log_std = self.distribution(obs)
-        logp = self._log_prob(raw, mean, log_std)
+        logp = self._log_probs(raw, mean, log_std)
         if self.squash:
             entropy = -logp  # no closed form after tanh: single-sample estimate at the taken action
         else:
-            entropy = (log_std + 0.5 + HALF_LOG_2PI).sum(-1)
+            entropy = log_std + 0.5 + HALF_LOG_2PI
         return logp, entropy

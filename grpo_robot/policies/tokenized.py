@@ -1,0 +1,131 @@
+"""Tokenized actions, as vision-language-action models emit them: each action dimension is
+discretized into K uniform bins over [-1, 1] and executed at the bin centre."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from grpo_robot.policies.base import ACTIVATIONS, Policy, mlp, register_policy
+
+
+def bin_centres(bins: int) -> torch.Tensor:
+    """`[K]` centres of K equal bins over [-1, 1]."""
+    return -1.0 + (2.0 * torch.arange(bins, dtype=torch.float32) + 1.0) / bins
+
+
+def to_tokens(action: torch.Tensor, bins: int) -> torch.Tensor:
+    """The bin of each action value: `[..., D]` in [-1, 1] -> long `[..., D]` in [0, K)."""
+    return ((action.clamp(-1.0, 1.0) + 1.0) * (bins / 2.0)).floor().long().clamp(0, bins - 1)
+
+
+@register_policy
+class TokenizedPolicy(Policy):
+    """Categorical over K bins per action dimension, from a shared MLP trunk.
+
+    `head="factorized"`: one independent categorical per dimension.
+    `head="autoregressive"`: dimension d's categorical is conditioned on the tokens chosen for
+    dimensions < d. Its logits are the factorized head's plus a correction from an MLP over
+    the trunk features, a one-hot of d and the embeddings of the earlier tokens (later ones
+    masked to zero), so token d never sees tokens >= d. The correction starts near zero, so the
+    head learns the per-dimension mapping as fast as the factorized one and adds dependencies.
+    Temperature divides the logits for sampling and scoring alike; deterministic mode is argmax.
+    """
+
+    kind = "tokenized"
+
+    def __init__(
+        self,
+        obs_dim: int,
+        action_dim: int,
+        bins: int = 256,
+        head: str = "factorized",
+        hidden_sizes: tuple[int, ...] | list[int] = (256, 256),
+        activation: str = "tanh",
+        temperature: float = 1.0,
+        embed_dim: int = 16,
+        obs_norm: bool = True,
+    ) -> None:
+        super().__init__(obs_dim, action_dim, obs_norm)
+        if head not in ("factorized", "autoregressive"):
+            raise ValueError(f"head must be factorized or autoregressive, got {head!r}")
+        self._kwargs = dict(
+            bins=bins,
+            head=head,
+            hidden_sizes=list(hidden_sizes),
+            activation=activation,
+            temperature=temperature,
+            embed_dim=embed_dim,
+            obs_norm=obs_norm,
+        )
+        self.bins, self.head, self.temperature = bins, head, temperature
+        self.register_buffer("centres", bin_centres(bins))
+        hidden = hidden_sizes[-1]
+        self.trunk = mlp([obs_dim, *hidden_sizes], activation).append(ACTIVATIONS[activation]())
+        self.logits_head = mlp([hidden, action_dim * bins], activation, out_scale=0.01)
+        if head == "autoregressive":
+            # one embedding table for all dimensions: token k of dimension d is row d*K + k
+            self.embed = nn.Embedding(action_dim * bins, embed_dim)
+            self.cond_head = mlp(
+                [hidden + action_dim + action_dim * embed_dim, hidden, bins], activation, out_scale=0.01
+            )
+            self.register_buffer("earlier", torch.ones(action_dim, action_dim).tril(-1))  # [d, j]: j < d
+            self.register_buffer("dim_onehot", torch.eye(action_dim))
+
+    def init_kwargs(self):
+        return dict(self._kwargs)
+
+    def to_action(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.centres[tokens]
+
+    def logits(self, obs: torch.Tensor, tokens: torch.Tensor | None = None) -> torch.Tensor:
+        """Temperature-scaled logits `[..., D, K]`. The autoregressive head needs `tokens
+        [..., D]` (teacher forcing); logits of dimension d read only tokens[..., :d]."""
+        features = self.trunk(self.obs_norm(obs))
+        batch = features.shape[:-1]
+        out = self.logits_head(features).view(*batch, self.action_dim, self.bins)
+        if self.head == "autoregressive":
+            if tokens is None:
+                raise ValueError("the autoregressive head needs the tokens to condition on")
+            offsets = torch.arange(self.action_dim, device=tokens.device) * self.bins
+            emb = self.embed(tokens + offsets)  # [..., D, E]
+            # context of dimension d: embeddings of tokens j < d, zeros for j >= d -> [..., D, D*E]
+            context = (self.earlier[..., None] * emb[..., None, :, :]).flatten(-2)
+            inputs = torch.cat(
+                [
+                    features[..., None, :].expand(*batch, self.action_dim, -1),
+                    self.dim_onehot.expand(*batch, -1, -1),
+                    context,
+                ],
+                dim=-1,
+            )
+            out = out + self.cond_head(inputs)
+        return out / self.temperature
+
+    def sample(self, obs, generator=None, deterministic=False):
+        batch = obs.shape[:-1]
+        if self.head == "factorized":
+            logits = self.logits(obs)
+            tokens = self._choose(logits, generator, deterministic)
+        else:
+            tokens = torch.zeros(*batch, self.action_dim, dtype=torch.long, device=obs.device)
+            for d in range(self.action_dim):  # decode in order; later tokens are masked anyway
+                logits = self.logits(obs, tokens)
+                tokens[..., d] = self._choose(logits[..., d : d + 1, :], generator, deterministic)[..., 0]
+        logp = F.log_softmax(logits, dim=-1).gather(-1, tokens[..., None])[..., 0]
+        return tokens, self.to_action(tokens), logp
+
+    @staticmethod
+    def _choose(logits: torch.Tensor, generator, deterministic: bool) -> torch.Tensor:
+        if deterministic:
+            return logits.argmax(-1)
+        probs = F.softmax(logits, dim=-1)
+        flat = torch.multinomial(probs.reshape(-1, probs.shape[-1]), 1, generator=generator)
+        return flat.view(probs.shape[:-1])
+
+    def log_probs(self, obs, raw):
+        log_p = F.log_softmax(self.logits(obs, raw), dim=-1)
+        logp = log_p.gather(-1, raw[..., None])[..., 0]
+        entropy = -(log_p.exp() * log_p).sum(-1)
+        return logp, entropy
