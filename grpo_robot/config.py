@@ -69,6 +69,9 @@ class AlgoConfig:
     kl_beta: float = 0.0  # weight of KL(pi || pi_ref) to the initial policy; 0 keeps no reference
     kl_estimator: str = "k3"  # k1 | k2 | k3
     entropy_coef: float = 0.0
+    dynamic_sampling: bool = False  # keep only groups whose success rate lies inside keep_range (DAPO)
+    keep_range: list[float] = field(default_factory=lambda: [0.0, 1.0])  # open interval of group success rates
+    max_sampling_rounds: int = 4  # draws of groups_per_iter groups per iteration before giving up on a full batch
     lr: float = 3e-4  # Adam learning rate
     lr_schedule: str = "constant"  # constant | linear (to 0 at the last iteration)
     max_grad_norm: float | None = 1.0  # null disables clipping
@@ -82,6 +85,7 @@ class TrainConfig:
     seed: int = 0  # seeds the training seed stream, the initial weights and the sampling
     device: str = "auto"  # auto (CUDA when present) | cpu | cuda | cuda:N
     iterations: int = 100
+    max_env_steps: int | None = None  # stop once this many env steps were simulated (fair budgets)
     time_limit_min: float | None = None  # stop training early after this many minutes
     eval_every: int = 25  # iterations between evaluations (and at the end)
     eval_seeds: int = 200  # held-out seeds per evaluation
@@ -155,12 +159,18 @@ def validate(cfg: TrainConfig | DictConfig) -> None:
     _check(algo.adv_eps >= 0, "algo.adv_eps", algo.adv_eps, "must be >= 0")
     _check(algo.kl_beta >= 0, "algo.kl_beta", algo.kl_beta, "must be >= 0")
     _check(algo.entropy_coef >= 0, "algo.entropy_coef", algo.entropy_coef, "must be >= 0")
+    lo_hi = list(algo.keep_range)
+    _check(len(lo_hi) == 2 and 0 <= lo_hi[0] < lo_hi[1] <= 1, "algo.keep_range", lo_hi,
+           "must be [low, high] with 0 <= low < high <= 1")  # fmt: skip
+    _check(algo.max_sampling_rounds >= 1, "algo.max_sampling_rounds", algo.max_sampling_rounds, "must be >= 1")
     _check(algo.lr > 0, "algo.lr", algo.lr, "must be > 0")
     _check(algo.lr_schedule in ("constant", "linear"), "algo.lr_schedule", algo.lr_schedule,
            "must be constant or linear")  # fmt: skip
     _check(algo.max_grad_norm is None or algo.max_grad_norm > 0, "algo.max_grad_norm", algo.max_grad_norm,
            "must be > 0 or null")  # fmt: skip
     _check(cfg.iterations >= 1, "iterations", cfg.iterations, "must be >= 1")
+    _check(cfg.max_env_steps is None or cfg.max_env_steps > 0, "max_env_steps", cfg.max_env_steps,
+           "must be > 0 or null")  # fmt: skip
     _check(cfg.time_limit_min is None or cfg.time_limit_min > 0, "time_limit_min", cfg.time_limit_min,
            "must be > 0 or null")  # fmt: skip
     _check(cfg.eval_every >= 1, "eval_every", cfg.eval_every, "must be >= 1")

@@ -21,25 +21,27 @@ def eval_seeds(n: int) -> np.ndarray:
     return EVAL_SEED_START + np.arange(n, dtype=np.int64)
 
 
-def iteration_seeds(run_seed: int, iteration: int, n_groups: int) -> np.ndarray:
-    """`[G]` group seeds of one training iteration: a function of (run seed, iteration) only, so
-    a resumed run draws exactly what an uninterrupted one would."""
-    return np.random.default_rng([run_seed, iteration]).integers(0, TRAIN_SEED_END, n_groups)
+def iteration_seeds(run_seed: int, iteration: int, n_groups: int, round_: int = 0) -> np.ndarray:
+    """`[G]` group seeds of one training iteration (and sampling round): a function of its
+    arguments only, so a resumed run draws exactly what an uninterrupted one would."""
+    key = [run_seed, iteration] if round_ == 0 else [run_seed, iteration, 0, round_]
+    return np.random.default_rng(key).integers(0, TRAIN_SEED_END, n_groups)
 
 
 STREAM_ROLLOUT, STREAM_SHUFFLE, STREAM_EVAL = 1, 2, 3
 
 
-def stream_seed(run_seed: int, iteration: int, stream: int) -> int:
+def stream_seed(run_seed: int, iteration: int, stream: int, round_: int = 0) -> int:
     """A 62-bit seed for one random stream of one iteration, a function of its arguments only."""
-    return int(np.random.default_rng([run_seed, iteration, stream]).integers(2**62))
+    key = [run_seed, iteration, stream] if round_ == 0 else [run_seed, iteration, stream, round_]
+    return int(np.random.default_rng(key).integers(2**62))
 
 
 def iteration_generator(
-    run_seed: int, iteration: int, device: torch.device, stream: int = STREAM_ROLLOUT
+    run_seed: int, iteration: int, device: torch.device, stream: int = STREAM_ROLLOUT, round_: int = 0
 ) -> torch.Generator:
     """Sampling noise of one iteration, on `device`, derived like `iteration_seeds`."""
-    seed = stream_seed(run_seed, iteration, stream)
+    seed = stream_seed(run_seed, iteration, stream, round_)
     return torch.Generator(device=device).manual_seed(seed)
 
 
@@ -53,10 +55,47 @@ class Batch:
     mask: torch.Tensor  # [T, B] bool, True on valid steps
     success: torch.Tensor  # [B] float 0/1, the trajectory's outcome
     failed: torch.Tensor  # [B] bool, physics failure (counted as no success)
+    simulated_steps: int = -1  # env steps simulated to get this batch, discarded groups included
+
+    def __post_init__(self) -> None:
+        if self.simulated_steps < 0:
+            self.simulated_steps = int(self.mask.sum())
 
     @property
     def env_steps(self) -> int:
+        """Valid steps in the batch."""
         return int(self.mask.sum())
+
+    def select(self, traj: torch.Tensor) -> Batch:
+        """The trajectories `traj [M]`, in that order, trimmed to their longest episode."""
+        steps = int(self.mask[:, traj].sum(0).max()) if len(traj) else 0
+        return Batch(
+            self.obs[:steps, traj],
+            self.raw[:steps, traj],
+            self.logp[:steps, traj],
+            self.mask[:steps, traj],
+            self.success[traj],
+            self.failed[traj],
+            self.simulated_steps,
+        )
+
+    @staticmethod
+    def concat(parts: list[Batch]) -> Batch:
+        """Trajectories of all `parts` side by side, padded to the longest; steps add up."""
+        steps = max(p.mask.shape[0] for p in parts)
+
+        def pad(x: torch.Tensor) -> torch.Tensor:
+            return torch.nn.functional.pad(x, [0, 0] * (x.dim() - 1) + [0, steps - x.shape[0]])
+
+        return Batch(
+            torch.cat([pad(p.obs) for p in parts], 1),
+            torch.cat([pad(p.raw) for p in parts], 1),
+            torch.cat([pad(p.logp) for p in parts], 1),
+            torch.cat([pad(p.mask) for p in parts], 1),
+            torch.cat([p.success for p in parts]),
+            torch.cat([p.failed for p in parts]),
+            sum(p.simulated_steps for p in parts),
+        )
 
     def packed(self):
         """Valid steps only, t-major: (obs [S, D], raw [S, R], logp [S, n_tokens], traj [S], lengths [B])."""

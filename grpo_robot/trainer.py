@@ -2,7 +2,8 @@
 
 Metric names (TensorBoard, x-axis = env steps):
   charts/  train_success, eval_success, eval_success_low, eval_success_high, mixed_groups,
-           mean_abs_advantage, failed_worlds, env_steps_per_s
+           mean_abs_advantage, failed_worlds, env_steps_per_s; with dynamic sampling also
+           groups_drawn, groups_kept, drawn_success (train_success is then over kept groups)
   losses/  policy_loss, clip_fraction, approx_kl, kl_ref, entropy, grad_norm, skipped_steps
   time/    rollout_s, update_s
 """
@@ -87,6 +88,7 @@ class Trainer:
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=algo.lr, eps=1e-5)
         self.iteration = 0
         self.env_steps = 0
+        self.sampling: dict[str, float] = {}  # dynamic-sampling counts of the last iteration
         self.best_eval = -1.0
         self.last_eval: EvalResult | None = None
         if cfg.resume:
@@ -101,13 +103,45 @@ class Trainer:
 
     # -- one iteration ------------------------------------------------------------------------------
     def rollout(self, it: int) -> Batch:
-        seeds = group_seeds(iteration_seeds(self.cfg.seed, it, self.n_groups), self.group_size)
-        generator = iteration_generator(self.cfg.seed, it, self.device)
+        """One iteration's groups. With dynamic sampling, groups whose success rate lies outside
+        `algo.keep_range` are dropped and more are drawn, up to `algo.max_sampling_rounds`
+        draws; the batch then holds at most `groups_per_iter` kept groups (all of the last
+        draw if none was kept, so the iteration still counts its steps)."""
+        algo = self.cfg.algo
+        if not algo.dynamic_sampling:
+            return self._draw(it, 0)
+        low, high = algo.keep_range
+        kept: list[Batch] = []
+        n_kept, successes = 0, 0.0
+        for round_ in range(algo.max_sampling_rounds):
+            batch = self._draw(it, round_)
+            successes += batch.success.sum().item()
+            rate = batch.success.view(-1, self.group_size).mean(1)
+            keep = ((rate > low) & (rate < high)).nonzero()[:, 0][: self.n_groups - n_kept]
+            traj = (keep[:, None] * self.group_size + torch.arange(self.group_size, device=keep.device)).flatten()
+            kept.append(batch.select(traj))
+            n_kept += len(keep)
+            if n_kept == self.n_groups:
+                break
+        drawn = (round_ + 1) * self.n_groups
+        self.sampling = {
+            "charts/groups_drawn": drawn,
+            "charts/groups_kept": n_kept,
+            "charts/drawn_success": successes / (drawn * self.group_size),  # train success before filtering
+        }
+        if n_kept == 0:
+            batch.simulated_steps = sum(k.simulated_steps for k in kept)
+            return batch
+        return Batch.concat(kept)
+
+    def _draw(self, it: int, round_: int) -> Batch:
+        seeds = group_seeds(iteration_seeds(self.cfg.seed, it, self.n_groups, round_), self.group_size)
+        generator = iteration_generator(self.cfg.seed, it, self.device, round_=round_)
         return collect(self.env, self.policy, seeds, self.device, generator, False, self.final_step_outcome)
 
     def advantages(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         """-> (advantages [B], outcomes [G, N])."""
-        rewards = batch.success.view(self.n_groups, self.group_size)
+        rewards = batch.success.view(-1, self.group_size)
         adv = ADVANTAGE_ESTIMATORS[self.cfg.algo.advantage](rewards, self.cfg.algo.adv_eps)
         return adv.reshape(-1).to(torch.float32), rewards
 
@@ -249,21 +283,22 @@ class Trainer:
                 self.policy.obs_norm.update(packed[0])  # after the update: one normalization per iteration
                 t2 = time.perf_counter()
                 self.iteration = it + 1
-                self.env_steps += batch.env_steps
+                self.env_steps += batch.simulated_steps
                 train_success = batch.success.mean().item()
                 scalars = {
                     "charts/train_success": train_success,
                     "charts/mixed_groups": mixed_fraction(outcomes),
                     "charts/mean_abs_advantage": advantages.abs().mean().item(),
                     "charts/failed_worlds": batch.failed.float().mean().item(),
-                    "charts/env_steps_per_s": batch.env_steps / (t1 - t0),
+                    "charts/env_steps_per_s": batch.simulated_steps / (t1 - t0),
                     "time/rollout_s": t1 - t0,
                     "time/update_s": t2 - t1,
                     **{f"losses/{k}": v for k, v in update_stats.items()},
+                    **self.sampling,
                 }
                 out_of_time = (
                     cfg.time_limit_min is not None and time.perf_counter() - start_time > 60 * cfg.time_limit_min
-                )
+                ) or (cfg.max_env_steps is not None and self.env_steps >= cfg.max_env_steps)
                 last = self.iteration == cfg.iterations or out_of_time
                 if self.iteration % cfg.eval_every == 0 or last:
                     result = self.evaluate()

@@ -93,3 +93,21 @@ def test_objective_variants_update_and_stay_finite(tmp_path, algo):
     assert all(torch.isfinite(torch.tensor(v)) for v in stats.values())
     assert stats["approx_kl"] > 0 and stats["skipped_steps"] == 0
     assert not torch.equal(before["trunk.0.weight"], trainer.policy.state_dict()["trunk.0.weight"])
+
+
+def test_dynamic_sampling_keeps_only_mixed_groups(tmp_path):
+    algo = AlgoConfig(group_size=8, groups_per_iter=8, epochs=2, minibatches=1, dynamic_sampling=True)
+    trainer = Trainer(small_config(algo=algo, policy=PolicyConfig(hidden_sizes=[32], init_std=1.0)), tmp_path)
+    batch = trainer.rollout(0)
+    rate = batch.success.view(-1, 8).mean(1)
+    assert ((rate > 0) & (rate < 1)).all()  # every kept group teaches
+    drawn, kept = trainer.sampling["charts/groups_drawn"], trainer.sampling["charts/groups_kept"]
+    assert len(rate) == kept <= 8 and drawn % 8 == 0 and drawn <= 8 * algo.max_sampling_rounds
+    assert batch.simulated_steps >= batch.env_steps  # discarded groups still cost their steps
+    adv, _ = trainer.advantages(batch)
+    stats = trainer.update(batch.packed(), adv, 0)
+    assert stats["skipped_steps"] == 0 and stats["approx_kl"] > 0
+    # the budget counts every simulated step, kept or not
+    trainer.cfg = replace(trainer.cfg, iterations=5, max_env_steps=1)
+    trainer.run()
+    assert trainer.iteration == 1 and trainer.env_steps >= batch.simulated_steps
