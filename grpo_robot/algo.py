@@ -14,16 +14,23 @@ from collections.abc import Callable
 
 import torch
 
+
+def _registrar(table: dict[str, Callable]) -> Callable[[str], Callable[[Callable], Callable]]:
+    """A decorator factory that files functions in `table` under the config name given."""
+
+    def register(name: str) -> Callable[[Callable], Callable]:
+        def deco(fn: Callable) -> Callable:
+            table[name] = fn
+            return fn
+
+        return deco
+
+    return register
+
+
 AdvantageFn = Callable[[torch.Tensor, float], torch.Tensor]
 ADVANTAGE_ESTIMATORS: dict[str, AdvantageFn] = {}
-
-
-def register_advantage(name: str) -> Callable[[AdvantageFn], AdvantageFn]:
-    def deco(fn: AdvantageFn) -> AdvantageFn:
-        ADVANTAGE_ESTIMATORS[name] = fn
-        return fn
-
-    return deco
+register_advantage = _registrar(ADVANTAGE_ESTIMATORS)
 
 
 @register_advantage("grpo")
@@ -100,14 +107,7 @@ def clipped_surrogate(
 
 
 KL_ESTIMATORS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {}
-
-
-def register_kl(name: str):
-    def deco(fn):
-        KL_ESTIMATORS[name] = fn
-        return fn
-
-    return deco
+register_kl = _registrar(KL_ESTIMATORS)
 
 
 @register_kl("k1")
@@ -133,14 +133,7 @@ def kl_k3(logp: torch.Tensor, logp_ref: torch.Tensor) -> torch.Tensor:
 
 AggregateFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, float], torch.Tensor]
 AGGREGATIONS: dict[str, AggregateFn] = {}
-
-
-def register_aggregation(name: str) -> Callable[[AggregateFn], AggregateFn]:
-    def deco(fn: AggregateFn) -> AggregateFn:
-        AGGREGATIONS[name] = fn
-        return fn
-
-    return deco
+register_aggregation = _registrar(AGGREGATIONS)
 
 
 # Every aggregation takes `values, traj: [E]` (the minibatch's elements, possibly without those
