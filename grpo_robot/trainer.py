@@ -208,9 +208,12 @@ class Trainer:
 
     @property
     def norm(self) -> float:
-        """Dr. GRPO's constant normalizer: max horizon x elements per step."""
-        per_step = self.policy.n_tokens if self.cfg.algo.ratio == "token" else 1
-        return float(self.env.horizon * per_step)
+        """Dr. GRPO's constant normalizer: the most elements a trajectory can have, i.e. max
+        horizon x elements per step (1 with `ratio=sequence`, where a trajectory is one element)."""
+        ratio = self.cfg.algo.ratio
+        if ratio == "sequence":
+            return 1.0
+        return float(self.env.horizon * (self.policy.n_tokens if ratio == "token" else 1))
 
     def loss_terms(self, logp, logp_old, logp_ref, entropy, adv, traj, lengths):
         """Per-element objective at the configured ratio level.
