@@ -43,8 +43,8 @@ class Task:
         self.obs_dim = int(m.nsensordata)
         self.nstate = mujoco.mj_stateSize(m, FULLPHYSICS)
         self._data = mujoco.MjData(m)
-        self._hand_qpos = [int(m.jnt_qposadr[m.joint(j).id]) for j in ("hand_x", "hand_y", "hand_z")]
-        self._finger_qpos = [int(m.jnt_qposadr[m.joint(j).id]) for j in ("finger_left", "finger_right")]
+        self._hand_qpos = [self.qpos_adr(j) for j in ("hand_x", "hand_y", "hand_z")]
+        self._finger_qpos = [self.qpos_adr(j) for j in ("finger_left", "finger_right")]
 
     def __repr__(self) -> str:
         return f"{self.name}-v{self.version}"
