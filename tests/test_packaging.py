@@ -17,12 +17,14 @@ def test_wheel_ships_tasks_and_imports_outside_source_tree(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     for module in ("__init__", "task", "scene", "reach", "push_cube", "lift_cube", "place_cube", "gym_env"):
         assert f"grpo_robot/envs/{module}.py" in names
+    for module in ("__init__", "base", "gaussian", "tokenized"):
+        assert f"grpo_robot/policies/{module}.py" in names
     target = tmp_path / "site"
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)], check=True
     )
     probe = (
-        "import sys; sys.path.insert(0, sys.argv[1]); import gymnasium, grpo_robot.envs as e;"
+        "import sys; sys.path.insert(0, sys.argv[1]); import gymnasium, grpo_robot.envs as e, grpo_robot.trainer;"
         "assert e.__file__.startswith(sys.argv[1]), e.__file__;"
         "env = gymnasium.make('grpo_robot/PlaceCube-v0'); print(env.reset(seed=0)[0].shape)"
     )
