@@ -29,7 +29,7 @@ def _train(cfg: DictConfig) -> float | None:
 
     try:
         trainer = Trainer(to_train_config(cfg), HydraConfig.get().runtime.output_dir)
-    except (ConfigError, FileNotFoundError) as err:
+    except (ValueError, FileNotFoundError) as err:  # ConfigError, or an init_from/demos that does not fit
         _fail(str(err))
     summary = trainer.run()
     result = trainer.last_eval
@@ -87,6 +87,92 @@ def _evaluate(cfg: DictConfig) -> None:
     print(f"per-seed outcomes: {output}")
 
 
+def _collect_demos(cfg: DictConfig) -> None:
+    from grpo_robot.config import validate_demos
+    from grpo_robot.demos import collect_demos
+    from grpo_robot.envs import make_task
+
+    try:
+        validate_demos(cfg.demos)
+        if cfg.demos.path is not None:
+            raise ConfigError(f"demos.path={cfg.demos.path!r} is invalid here: give the file to write as output=")
+        task = make_task(cfg.task)
+    except ValueError as err:
+        _fail(str(err))
+    d = cfg.demos
+    try:
+        data, stats = collect_demos(task, d.episodes, d.noise, d.seed, d.max_attempts, nthread=cfg.nthread)
+    except RuntimeError as err:
+        _fail(str(err))
+    output = Path(cfg.output or f"demos/{task.name}_{d.episodes}.npz")
+    path = data.save(output)
+    summary = {
+        "dataset": str(path),
+        "task": task.name,
+        "task_version": task.version,
+        "episodes": data.n_episodes,
+        "steps": int(data.lengths.sum()),
+        "noise": data.noise,
+        "seeds": [int(data.seeds[0]), int(data.seeds[-1])],
+        **stats.to_json(),
+    }
+    path.with_suffix(".json").write_text(json.dumps(summary, indent=1))
+    print(
+        f"{task.name}: kept {stats.kept} of {stats.attempted} expert episodes (noise {d.noise}), "
+        f"{summary['steps']} steps, mean length {stats.mean_length:.1f} -> {path}"
+    )
+
+
+def _pretrain_bc(cfg: DictConfig) -> None:
+    import torch
+    from omegaconf import OmegaConf
+
+    from grpo_robot import checkpoint
+    from grpo_robot.batched import BatchedEnv
+    from grpo_robot.bc import behaviour_clone, checkpoint_from_bc
+    from grpo_robot.config import EnvConfig, PolicyConfig, TrainConfig, policy_kwargs, validate_bc, validate_policy
+    from grpo_robot.demos import DemoDataset
+    from grpo_robot.envs import make_task
+    from grpo_robot.evaluation import evaluate
+    from grpo_robot.policies import build_policy
+    from grpo_robot.rollout import STREAM_EVAL, eval_seeds, iteration_generator
+    from grpo_robot.trainer import resolve_device
+
+    try:
+        policy_cfg: PolicyConfig = OmegaConf.to_object(cfg.policy)
+        validate_policy(policy_cfg)
+        validate_bc(cfg.bc)
+        validate_device(cfg.device)
+        if cfg.eval_seeds < 0:
+            raise ConfigError(f"eval_seeds={cfg.eval_seeds!r} is invalid: must be >= 0")
+        data = DemoDataset.load(cfg.dataset)
+        task = make_task(data.task)
+        data.check_compatible(task, f"dataset={cfg.dataset}")
+    except (ValueError, FileNotFoundError) as err:
+        _fail(str(err))
+    device = resolve_device(cfg.device)
+    bc_cfg = OmegaConf.to_object(cfg.bc)
+    torch.manual_seed(bc_cfg.seed)
+    policy = build_policy(policy_cfg.type, task.obs_dim, task.action_dim, **policy_kwargs(policy_cfg)).to(device)
+    result = behaviour_clone(policy, data, bc_cfg, device)
+    print(
+        f"behaviour cloning on {result.train_episodes} episodes ({result.val_episodes} held out): "
+        f"best validation NLL {result.best_val_loss:.3f} at epoch {result.best_epoch} of {result.epochs}, "
+        f"{result.seconds:.1f} s"
+    )
+    evaluation = None
+    if cfg.eval_seeds > 0:
+        env = BatchedEnv(task, cfg.eval_seeds)
+        generator = iteration_generator(0, 0, device, STREAM_EVAL)
+        evaluation = evaluate(env, policy, eval_seeds(cfg.eval_seeds), device, True, generator)
+        print(f"{task.name}, deterministic, on {cfg.eval_seeds} held-out seeds: {evaluation.summary()}")
+    train_cfg = TrainConfig(env=EnvConfig(task=task.name), policy=policy_cfg, bc=bc_cfg)
+    default = Path(cfg.dataset).with_name(f"{Path(cfg.dataset).stem}_bc_{policy_cfg.type}.pt")
+    output = Path(cfg.output or default)
+    checkpoint.save_atomic(checkpoint_from_bc(policy, train_cfg, str(cfg.dataset), result, evaluation), output)
+    print(f"checkpoint: {output}")
+
+
 def train_main() -> None:
     register_configs()
     hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")(_train)()
@@ -95,3 +181,13 @@ def train_main() -> None:
 def evaluate_main() -> None:
     register_configs()
     hydra.main(config_path=CONF_DIR, config_name="evaluate", version_base="1.3")(_evaluate)()
+
+
+def collect_demos_main() -> None:
+    register_configs()
+    hydra.main(config_path=CONF_DIR, config_name="collect_demos", version_base="1.3")(_collect_demos)()
+
+
+def pretrain_bc_main() -> None:
+    register_configs()
+    hydra.main(config_path=CONF_DIR, config_name="pretrain_bc", version_base="1.3")(_pretrain_bc)()

@@ -78,6 +78,32 @@ class AlgoConfig:
 
 
 @dataclass
+class DemoConfig:
+    """Scripted-expert demonstrations (grpo_robot/demos.py)."""
+
+    episodes: int = 10  # successful episodes to keep
+    noise: float = 0.0  # std of Gaussian noise on the executed actions; the labels stay the expert's
+    seed: int = 0  # picks the demo seeds and the noise; in [0, 1000)
+    max_attempts: int | None = None  # episodes to try at most; null = 10 x episodes + 64
+    path: str | None = None  # train: an existing dataset to use instead of collecting
+
+
+@dataclass
+class BCConfig:
+    """Behaviour cloning (grpo_robot/bc.py): maximum likelihood of the expert's actions."""
+
+    max_epochs: int = 500
+    batch_size: int = 256
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    val_fraction: float = 0.2  # episodes held out for early stopping (at least one)
+    patience: int = 30  # epochs without a better validation loss before stopping
+    learn_std: bool = False  # gaussian: also fit the std (else it stays at policy.init_std for exploration)
+    labels: str = "expert"  # expert: the expert's clean actions | executed: the noisy actions taken
+    seed: int = 0  # split, shuffling and initial weights
+
+
+@dataclass
 class TrainConfig:
     env: EnvConfig = field(default_factory=EnvConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
@@ -92,6 +118,11 @@ class TrainConfig:
     eval_deterministic: bool = True  # mean action in evaluation
     checkpoint_every: int = 10  # iterations between `last` checkpoints (and at every eval and the end)
     resume: str | None = None  # checkpoint file or run directory to continue
+    init_from: str | None = None  # start from this policy checkpoint (e.g. behaviour cloning); it is the KL reference
+    pretrain: bool = False  # collect `demos`, behaviour-clone (`bc`), then train from the clone, all in this run
+    obs_norm_updates: bool | None = None  # null: on from scratch, off from a pretrained policy (keeps its inputs)
+    demos: DemoConfig = field(default_factory=DemoConfig)
+    bc: BCConfig = field(default_factory=BCConfig)
     progress: bool = True  # console progress bar
 
 
@@ -105,6 +136,24 @@ class EvalConfig:
     output: str | None = None  # per-seed JSON; null = next to the checkpoint
 
 
+@dataclass
+class CollectDemosConfig:
+    task: str = "PushCube"
+    demos: DemoConfig = field(default_factory=DemoConfig)
+    output: str | None = None  # .npz path; null = demos/<task>_<episodes>.npz
+    nthread: int | None = None
+
+
+@dataclass
+class PretrainConfig:
+    dataset: str = MISSING  # a demo .npz from scripts/collect_demos.py
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    bc: BCConfig = field(default_factory=BCConfig)
+    eval_seeds: int = 200  # held-out seeds to evaluate the clone on; 0 skips
+    device: str = "auto"
+    output: str | None = None  # checkpoint path; null = <dataset stem>_bc_<policy.type>.pt next to the dataset
+
+
 class ConfigError(ValueError):
     """A config value out of range; the message is one line naming key, value and what is allowed."""
 
@@ -113,6 +162,8 @@ def register_configs() -> None:
     cs = ConfigStore.instance()
     cs.store(name="train_schema", node=TrainConfig)
     cs.store(name="eval_schema", node=EvalConfig)
+    cs.store(name="collect_demos_schema", node=CollectDemosConfig)
+    cs.store(name="pretrain_schema", node=PretrainConfig)
 
 
 def _check(ok: bool, key: str, value: Any, allowed: str) -> None:
@@ -127,18 +178,7 @@ def validate(cfg: TrainConfig | DictConfig) -> None:
     _check(env.horizon is None or env.horizon > 0, "env.horizon", env.horizon, "must be a positive integer or null")
     _check(env.outcome in ("any_step", "final_step"), "env.outcome", env.outcome, "must be any_step or final_step")
     _check(env.nthread is None or env.nthread >= 1, "env.nthread", env.nthread, "must be >= 1 or null")
-    _check(pol.type in POLICIES, "policy.type", pol.type, f"must be one of {', '.join(POLICIES)}")
-    _check(pol.bins >= 2, "policy.bins", pol.bins, "must be >= 2")
-    _check(pol.head in ("factorized", "autoregressive"), "policy.head", pol.head,
-           "must be factorized or autoregressive")  # fmt: skip
-    _check(pol.temperature > 0, "policy.temperature", pol.temperature, "must be > 0")
-    _check(pol.embed_dim >= 1, "policy.embed_dim", pol.embed_dim, "must be >= 1")
-    _check(len(pol.hidden_sizes) > 0 and min(pol.hidden_sizes) > 0, "policy.hidden_sizes", list(pol.hidden_sizes),
-           "must be a non-empty list of positive sizes")  # fmt: skip
-    _check(
-        pol.activation in ACTIVATIONS, "policy.activation", pol.activation, f"must be one of {', '.join(ACTIVATIONS)}"
-    )
-    _check(pol.init_std > 0, "policy.init_std", pol.init_std, "must be > 0")
+    validate_policy(pol)
     _check(algo.advantage in ADVANTAGE_ESTIMATORS, "algo.advantage", algo.advantage,
            f"must be one of {', '.join(ADVANTAGE_ESTIMATORS)}")  # fmt: skip
     _check(algo.group_size >= 2, "algo.group_size", algo.group_size, "must be >= 2 (advantages are group-relative)")
@@ -177,7 +217,44 @@ def validate(cfg: TrainConfig | DictConfig) -> None:
     _check(cfg.eval_seeds >= 1, "eval_seeds", cfg.eval_seeds, "must be >= 1")
     _check(cfg.checkpoint_every >= 1, "checkpoint_every", cfg.checkpoint_every, "must be >= 1")
     _check(cfg.seed >= 0, "seed", cfg.seed, "must be >= 0")
+    _check(not (cfg.pretrain and cfg.init_from), "pretrain", cfg.pretrain,
+           f"cannot be combined with init_from={cfg.init_from!r}; choose one starting policy")  # fmt: skip
+    validate_demos(cfg.demos)
+    validate_bc(cfg.bc)
     validate_device(cfg.device)
+
+
+def validate_demos(demos: DemoConfig, prefix: str = "demos.") -> None:
+    _check(demos.episodes >= 1, f"{prefix}episodes", demos.episodes, "must be >= 1")
+    _check(demos.noise >= 0, f"{prefix}noise", demos.noise, "must be >= 0")
+    _check(0 <= demos.seed < 1000, f"{prefix}seed", demos.seed, "must be in [0, 1000)")
+    _check(demos.max_attempts is None or demos.max_attempts >= demos.episodes, f"{prefix}max_attempts",
+           demos.max_attempts, f"must be >= {prefix}episodes ({demos.episodes}) or null")  # fmt: skip
+
+
+def validate_bc(bc: BCConfig, prefix: str = "bc.") -> None:
+    _check(bc.max_epochs >= 1, f"{prefix}max_epochs", bc.max_epochs, "must be >= 1")
+    _check(bc.batch_size >= 1, f"{prefix}batch_size", bc.batch_size, "must be >= 1")
+    _check(bc.lr > 0, f"{prefix}lr", bc.lr, "must be > 0")
+    _check(bc.weight_decay >= 0, f"{prefix}weight_decay", bc.weight_decay, "must be >= 0")
+    _check(0 <= bc.val_fraction < 1, f"{prefix}val_fraction", bc.val_fraction, "must be in [0, 1)")
+    _check(bc.patience >= 1, f"{prefix}patience", bc.patience, "must be >= 1")
+    _check(bc.labels in ("expert", "executed"), f"{prefix}labels", bc.labels, "must be expert or executed")
+
+
+def validate_policy(pol: PolicyConfig) -> None:
+    _check(pol.type in POLICIES, "policy.type", pol.type, f"must be one of {', '.join(POLICIES)}")
+    _check(pol.bins >= 2, "policy.bins", pol.bins, "must be >= 2")
+    _check(pol.head in ("factorized", "autoregressive"), "policy.head", pol.head,
+           "must be factorized or autoregressive")  # fmt: skip
+    _check(pol.temperature > 0, "policy.temperature", pol.temperature, "must be > 0")
+    _check(pol.embed_dim >= 1, "policy.embed_dim", pol.embed_dim, "must be >= 1")
+    _check(len(pol.hidden_sizes) > 0 and min(pol.hidden_sizes) > 0, "policy.hidden_sizes", list(pol.hidden_sizes),
+           "must be a non-empty list of positive sizes")  # fmt: skip
+    _check(
+        pol.activation in ACTIVATIONS, "policy.activation", pol.activation, f"must be one of {', '.join(ACTIVATIONS)}"
+    )
+    _check(pol.init_std > 0, "policy.init_std", pol.init_std, "must be > 0")
 
 
 def validate_device(device: str) -> None:

@@ -31,17 +31,15 @@ class EvalResult:
         low, high = self.interval
         return f"success {self.rate:.1%} [{low:.1%}, {high:.1%}] (95% Wilson, n={len(self.success)})"
 
-    def to_json(self) -> dict:
+    def to_json(self, episodes: bool = True) -> dict:
         low, high = self.interval
-        return {
-            "n": len(self.success),
-            "success_rate": self.rate,
-            "wilson95": [low, high],
-            "episodes": [
+        record = {"n": len(self.success), "success_rate": self.rate, "wilson95": [low, high]}
+        if episodes:
+            record["episodes"] = [
                 {"seed": int(s), "success": bool(ok), "steps": int(t)}
                 for s, ok, t in zip(self.seeds, self.success, self.steps, strict=True)
-            ],
-        }
+            ]
+        return record
 
 
 def evaluate(

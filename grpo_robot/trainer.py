@@ -47,6 +47,37 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+# architecture keys that must match between an init_from checkpoint and the config; the
+# others (temperature, init_std) are sampling settings or superseded by the loaded weights
+ARCHITECTURE_KEYS = ("hidden_sizes", "activation", "obs_norm", "state_dependent_std", "squash", "bins", "head",
+                     "embed_dim")  # fmt: skip
+
+
+def load_initial_policy(path: str, cfg: TrainConfig, task, device: torch.device) -> dict[str, torch.Tensor]:
+    """The state_dict of the policy in checkpoint `path` (a BC or training checkpoint), after
+    checking that it fits `cfg` and `task`; a mismatch raises `ValueError` naming both sides."""
+    ckpt = checkpoint.load(path, map_location=device)
+    record = ckpt["policy"]
+    where = f"init_from={path!s}"
+    if record["type"] != cfg.policy.type:
+        raise ValueError(f"{where} holds a {record['type']} policy, but the config has policy.type={cfg.policy.type}")
+    their_task = (ckpt.get("config") or {}).get("env", {}).get("task")
+    if their_task is not None and their_task != task.name:
+        raise ValueError(f"{where} was trained on {their_task}, but the config has env.task={task.name}")
+    if (record["obs_dim"], record["action_dim"]) != (task.obs_dim, task.action_dim):
+        raise ValueError(
+            f"{where} has obs_dim={record['obs_dim']}, action_dim={record['action_dim']}, but {task.name} has "
+            f"obs_dim={task.obs_dim}, action_dim={task.action_dim}"
+        )
+    mine = policy_kwargs(cfg.policy)
+    for key in ARCHITECTURE_KEYS:
+        if key in mine and key in record["kwargs"] and record["kwargs"][key] != mine[key]:
+            raise ValueError(
+                f"{where} has policy.{key}={record['kwargs'][key]!r}, but the config has policy.{key}={mine[key]!r}"
+            )
+    return record["state_dict"]
+
+
 @dataclass
 class UpdateStats:
     """Means over the optimizer steps of one update."""
@@ -83,8 +114,22 @@ class Trainer:
         self.policy = build_policy(cfg.policy.type, task.obs_dim, task.action_dim, **policy_kwargs(cfg.policy)).to(
             self.device
         )
-        # the frozen reference exists only when the KL term is on
+        self.pretrained = None  # how the initial policy was made: {"source", "eval", ...} or None
+        if cfg.init_from:
+            self.pretrained = {"source": str(checkpoint.resolve(cfg.init_from))}
+            self.policy.load_state_dict(load_initial_policy(cfg.init_from, cfg, task, self.device))
+        self.update_obs_norm = cfg.obs_norm_updates
+        if self.update_obs_norm is None:  # a pretrained policy keeps the inputs it was trained on
+            self.update_obs_norm = not (cfg.init_from or cfg.pretrain)
+        self.demos = None  # a given dataset is checked before any work starts
+        if cfg.pretrain and cfg.demos.path:
+            from grpo_robot.demos import DemoDataset
+
+            self.demos = DemoDataset.load(cfg.demos.path)
+            self.demos.check_compatible(task, f"demos.path={cfg.demos.path}")
+        # the frozen reference, the initial policy, exists only when the KL term is on
         self.reference = self._freeze(self.policy) if algo.kl_beta > 0 else None
+        self.task = task
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=algo.lr, eps=1e-5)
         self.iteration = 0
         self.env_steps = 0
@@ -94,6 +139,37 @@ class Trainer:
         if cfg.resume:
             self._restore(checkpoint.load(cfg.resume, map_location=self.device))
         self.writer = None
+
+    def pretrain(self) -> None:
+        """The `pretrain=true` stage: collect (or load) demonstrations, behaviour-clone the policy
+        and evaluate the clone. Writes `demos.npz`, `demos.json`, `bc.pt` and `bc.json` in the
+        run directory. Skipped when resuming (the checkpoint holds the weights and reference)."""
+        from grpo_robot.bc import behaviour_clone, checkpoint_from_bc
+        from grpo_robot.demos import collect_demos
+
+        cfg = self.cfg
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if self.demos is not None:
+            data, demos_path, collect_stats = self.demos, Path(cfg.demos.path), None
+        else:
+            d = cfg.demos
+            data, stats = collect_demos(self.task, d.episodes, d.noise, d.seed, d.max_attempts, nthread=cfg.env.nthread)
+            demos_path, collect_stats = data.save(self.run_dir / "demos.npz"), stats.to_json()
+            (self.run_dir / "demos.json").write_text(json.dumps(collect_stats, indent=1))
+        torch.manual_seed(cfg.bc.seed)
+        self.policy = build_policy(
+            cfg.policy.type, self.task.obs_dim, self.task.action_dim, **policy_kwargs(cfg.policy)
+        ).to(self.device)
+        result = behaviour_clone(self.policy, data, cfg.bc, self.device)
+        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=cfg.algo.lr, eps=1e-5)
+        bc_eval = self.evaluate()
+        record = checkpoint_from_bc(self.policy, cfg, str(demos_path), result, bc_eval)
+        checkpoint.save_atomic(record, self.run_dir / "bc.pt")
+        info = {"demos": str(demos_path), "collect": collect_stats, "bc": result.to_json(), "eval": bc_eval.to_json()}
+        (self.run_dir / "bc.json").write_text(json.dumps(info, indent=1))
+        self.pretrained = {"source": str(self.run_dir / "bc.pt"), "demo_episodes": data.n_episodes}
+        if cfg.algo.kl_beta > 0:
+            self.reference = self._freeze(self.policy)
 
     @staticmethod
     def _freeze(policy):
@@ -269,8 +345,16 @@ class Trainer:
         cfg = self.cfg
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "resolved_config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)))
-        self.writer = SummaryWriter(str(self.run_dir / "tb"))
         start_time = time.perf_counter()
+        if cfg.pretrain and self.iteration == 0 and not cfg.resume:
+            self.pretrain()
+        self.writer = SummaryWriter(str(self.run_dir / "tb"))
+        if self.pretrained is not None and self.iteration == 0:
+            # the starting point, on the same held-out seeds, at env step 0
+            initial = self.last_eval if cfg.pretrain else self.evaluate()
+            self.pretrained["eval"] = initial.to_json(episodes=False)
+            for tag, value in (("rate", initial.rate), ("low", initial.interval[0]), ("high", initial.interval[1])):
+                self.writer.add_scalar(f"charts/eval_success{'' if tag == 'rate' else '_' + tag}", value, 0)
         bar = tqdm(
             total=cfg.iterations, initial=self.iteration, disable=not cfg.progress, unit="it", dynamic_ncols=True
         )
@@ -283,7 +367,8 @@ class Trainer:
                 advantages, outcomes = self.advantages(batch)
                 packed = batch.packed()
                 update_stats = self.update(packed, advantages, it)
-                self.policy.obs_norm.update(packed[0])  # after the update: one normalization per iteration
+                if self.update_obs_norm:  # after the update: one normalization per iteration
+                    self.policy.obs_norm.update(packed[0])
                 t2 = time.perf_counter()
                 self.iteration = it + 1
                 self.env_steps += batch.simulated_steps
@@ -338,8 +423,10 @@ class Trainer:
             "eval": final.to_json() if final is not None else None,
             "best_eval": self.best_eval,
             "run_dir": str(self.run_dir),
+            "initial_policy": self.pretrained,
         }
-        (self.run_dir / "summary.json").write_text(json.dumps({**summary, "eval": None}, indent=1))
+        brief = {**summary, "eval": None if final is None else final.to_json(episodes=False)}
+        (self.run_dir / "summary.json").write_text(json.dumps(brief, indent=1))
         if final is not None:
             (self.run_dir / "eval.json").write_text(json.dumps(final.to_json(), indent=1))
         return summary

@@ -67,6 +67,7 @@ from mujoco import rollout
 
 import grpo_robot  # importing it registers the gym ids grpo_robot/<Task>-v0
 from grpo_robot.batched import ACTION_MATRIX, ACTION_OFFSET, CONTROL_SPEC, BatchedEnv, default_threads
+from grpo_robot.machine import cpu_model
 
 TASKS = grpo_robot.envs.TASKS
 
@@ -350,17 +351,6 @@ def measure(task: str, num_worlds: int, args: argparse.Namespace, guard: CpuGuar
 
 
 # -- report -------------------------------------------------------------------------------------
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def header(args: argparse.Namespace, foreign_cpu: float | None, seconds: float) -> str:
     cores = default_threads()
     lines = [

@@ -87,6 +87,15 @@ class Policy(nn.Module):
         """Per-token log-probs of `raw` and per-token entropy estimates, both `[..., n_tokens]`."""
         raise NotImplementedError
 
+    def raw_from_action(self, action: torch.Tensor) -> torch.Tensor:
+        """A raw action that executes as (close to) `action [..., action_dim]` in [-1, 1]: the
+        target that behaviour cloning scores with `log_probs`."""
+        raise NotImplementedError
+
+    def std_parameters(self) -> list[nn.Parameter]:
+        """Parameters that only set the exploration noise (kept fixed by BC unless asked)."""
+        return []
+
 
 def build_policy(kind: str, obs_dim: int, action_dim: int, **kwargs: Any) -> Policy:
     """A policy of type `kind` (one of `POLICIES`)."""

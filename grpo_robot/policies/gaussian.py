@@ -11,6 +11,7 @@ from grpo_robot.policies.base import ACTIVATIONS, Policy, mlp, register_policy
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 1.0
 HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+SQUASH_EDGE = 1e-3  # a saturated target action a = +-1 is cloned as tanh(raw) = +-(1 - SQUASH_EDGE)
 
 
 def tanh_log_det(raw: torch.Tensor) -> torch.Tensor:
@@ -79,6 +80,14 @@ class GaussianPolicy(Policy):
 
     def to_action(self, raw: torch.Tensor) -> torch.Tensor:
         return torch.tanh(raw) if self.squash else raw.clamp(-1.0, 1.0)
+
+    def raw_from_action(self, action):
+        if self.squash:  # atanh, kept finite for saturated actions
+            return torch.atanh(action.clamp(-1.0 + SQUASH_EDGE, 1.0 - SQUASH_EDGE))
+        return action
+
+    def std_parameters(self):
+        return list(self.log_std_head.parameters()) if self.state_dependent_std else [self.log_std]
 
     def sample(self, obs, generator=None, deterministic=False):
         mean, log_std = self.distribution(obs)

@@ -124,6 +124,9 @@ class TokenizedPolicy(Policy):
         flat = torch.multinomial(probs.reshape(-1, probs.shape[-1]), 1, generator=generator)
         return flat.view(probs.shape[:-1])
 
+    def raw_from_action(self, action):
+        return to_tokens(action, self.bins)
+
     def log_probs(self, obs, raw):
         log_p = F.log_softmax(self.logits(obs, raw), dim=-1)
         logp = log_p.gather(-1, raw[..., None])[..., 0]

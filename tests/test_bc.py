@@ -1,0 +1,201 @@
+"""Demonstrations, behaviour cloning, and GRPO started from a clone."""
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+from test_train import run_cli, small_config
+
+from grpo_robot import checkpoint
+from grpo_robot.batched import BatchedEnv
+from grpo_robot.bc import behaviour_clone, checkpoint_from_bc, split_episodes
+from grpo_robot.config import AlgoConfig, BCConfig, EnvConfig, PolicyConfig, TrainConfig
+from grpo_robot.demos import DEMO_SEED_START, DemoDataset, collect_demos, replay
+from grpo_robot.envs import make_task
+from grpo_robot.evaluation import evaluate
+from grpo_robot.policies import build_policy
+from grpo_robot.rollout import EVAL_SEED_START, eval_seeds
+from grpo_robot.trainer import Trainer
+
+ARRAYS = ("obs", "actions", "expert_actions", "lengths", "seeds")
+
+
+@pytest.mark.parametrize("noise", [0.0, 0.2])
+def test_demos_load_back_identically_and_replay_to_success(tmp_path, noise):
+    data, stats = collect_demos("PushCube", 6, noise=noise, seed=3)
+    assert stats.kept == data.n_episodes == 6 and stats.attempted >= 6
+    assert (data.seeds >= DEMO_SEED_START + 3_000_000).all()  # away from training and evaluation seeds
+    assert data.obs.shape == (data.lengths.sum(), 22) and data.actions.shape == (data.lengths.sum(), 4)
+    if noise == 0:
+        np.testing.assert_array_equal(data.actions, data.expert_actions)
+    else:
+        assert np.abs(data.actions - data.expert_actions).mean() > 0.05
+    path = data.save(tmp_path / "demos.npz")
+    back = DemoDataset.load(path)
+    for name in ARRAYS:
+        np.testing.assert_array_equal(getattr(back, name), getattr(data, name))
+        assert getattr(back, name).dtype == getattr(data, name).dtype
+    assert (back.task, back.task_version, back.noise) == ("PushCube", 0, noise)
+    # the executed actions, replayed from the recorded seeds, succeed at exactly the recorded length
+    assert replay(back).all()
+    # and the same call collects the same dataset
+    again, _ = collect_demos("PushCube", 6, noise=noise, seed=3)
+    np.testing.assert_array_equal(again.actions, data.actions)
+
+
+def test_a_replay_with_other_actions_fails():
+    data, _ = collect_demos("LiftCube", 4)
+    data.actions[:] = 0.0  # standing still lifts nothing
+    assert not replay(data).any()
+
+
+def test_episode_split_holds_out_whole_episodes():
+    train, val = split_episodes(10, 0.2, seed=0)
+    assert len(val) == 2 and len(train) == 8 and not set(train) & set(val)
+    assert split_episodes(2, 0.2, 0)[1].size == 1  # at least one held out
+    assert split_episodes(1, 0.2, 0)[1].size == 0  # but never the only episode
+    assert split_episodes(10, 0.0, 0)[1].size == 0
+
+
+def bc_success(task: str, kind: str, episodes: int, seeds: int = 200, **bc) -> float:
+    data, _ = collect_demos(task, episodes)
+    torch.manual_seed(0)
+    policy = build_policy(kind, data.obs_dim, data.action_dim, hidden_sizes=[128, 128])
+    result = behaviour_clone(policy, data, BCConfig(**bc))
+    assert result.best_epoch >= 1 and result.best_val_loss == min(result.val_loss)
+    assert result.val_episodes == round(0.2 * episodes)
+    env = BatchedEnv(task, seeds)
+    return evaluate(env, policy, eval_seeds(seeds), torch.device("cpu")).rate
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "tokenized"])
+@pytest.mark.parametrize("task", ["Reach", "PushCube"])
+def test_bc_on_20_expert_demos_reaches_80_percent(task, kind):
+    rate = bc_success(task, kind, 20)
+    assert rate >= 0.8, f"{task} {kind}: {rate:.2f}"
+
+
+def test_bc_keeps_the_exploration_std_unless_asked():
+    data, _ = collect_demos("Reach", 4)
+    for learn_std in (False, True):
+        policy = build_policy("gaussian", data.obs_dim, data.action_dim, hidden_sizes=[32], init_std=0.3)
+        behaviour_clone(policy, data, BCConfig(max_epochs=20, learn_std=learn_std))
+        std = policy.log_std.exp()
+        if learn_std:
+            assert (std < 0.29).all(), std
+        else:
+            torch.testing.assert_close(std, torch.full_like(std, 0.3))
+
+
+def make_bc_checkpoint(tmp_path, task="Reach", kind="gaussian", episodes=4, **policy):
+    data, _ = collect_demos(task, episodes)
+    policy_cfg = PolicyConfig(type=kind, hidden_sizes=[64, 64], **policy)
+    pol = build_policy(kind, data.obs_dim, data.action_dim, hidden_sizes=[64, 64], **policy)
+    result = behaviour_clone(pol, data, BCConfig(max_epochs=30))
+    cfg = TrainConfig(env=EnvConfig(task=task), policy=policy_cfg)
+    path = tmp_path / f"bc_{task}_{kind}.pt"
+    checkpoint.save_atomic(checkpoint_from_bc(pol, cfg, "demos.npz", result), path)
+    return path, pol
+
+
+def test_init_from_loads_exactly_and_the_reference_is_the_clone(tmp_path):
+    path, clone = make_bc_checkpoint(tmp_path)
+    cfg = small_config(init_from=str(path), algo=AlgoConfig(group_size=8, groups_per_iter=8, kl_beta=0.1))
+    trainer = Trainer(cfg, tmp_path / "run")
+    for name, value in clone.state_dict().items():
+        torch.testing.assert_close(trainer.policy.state_dict()[name], value, rtol=0, atol=0)
+        torch.testing.assert_close(trainer.reference.state_dict()[name], value, rtol=0, atol=0)
+    assert not trainer.update_obs_norm  # the clone keeps the normalization it was trained with
+    batch = trainer.rollout(0)
+    obs, raw, logp_old, traj, lengths = batch.packed()
+    logp, entropy = trainer.policy.log_probs(obs, raw)
+    logp_ref = trainer.reference.log_probs(obs, raw)[0]
+    adv = torch.ones(len(obs))
+    kl_ref = trainer.loss_terms(logp, logp_old, logp_ref, entropy, adv, traj, lengths)[-1]
+    assert kl_ref.abs().max().item() == 0.0  # KL to the reference is exactly 0 at iteration 0
+    summary = trainer.run()
+    assert summary["initial_policy"]["source"] == str(path)
+    assert summary["initial_policy"]["eval"]["n"] == cfg.eval_seeds
+    # training moved the policy away from the reference, which stayed the clone
+    moved = [not torch.equal(trainer.policy.state_dict()[k], v) for k, v in clone.state_dict().items()]
+    assert any(moved)
+    for name, value in clone.state_dict().items():
+        assert torch.equal(trainer.reference.state_dict()[name], value)
+
+
+def test_a_clone_evaluates_like_the_policy_it_was_saved_from(tmp_path):
+    path, clone = make_bc_checkpoint(tmp_path, "Reach")
+    loaded = checkpoint.policy_from_record(checkpoint.load(path)["policy"])
+    env = BatchedEnv("Reach", 50)
+    a = evaluate(env, clone, eval_seeds(50), torch.device("cpu"))
+    b = evaluate(env, loaded, eval_seeds(50), torch.device("cpu"))
+    np.testing.assert_array_equal(a.success, b.success)
+    np.testing.assert_array_equal(a.steps, b.steps)
+
+
+def test_mismatched_checkpoints_and_datasets_are_refused_naming_both_sides(tmp_path):
+    path, _ = make_bc_checkpoint(tmp_path, "Reach", "tokenized", bins=16)
+    with pytest.raises(ValueError, match="holds a tokenized policy, but the config has policy.type=gaussian"):
+        Trainer(small_config(init_from=str(path)), tmp_path / "a")
+    tok = small_config(init_from=str(path), policy=PolicyConfig(type="tokenized", hidden_sizes=[64, 64]))
+    with pytest.raises(ValueError, match="policy.bins=16, but the config has policy.bins=256"):
+        Trainer(tok, tmp_path / "b")
+    with pytest.raises(ValueError, match="was trained on Reach, but the config has env.task=PushCube"):
+        Trainer(replace(tok, env=EnvConfig(task="PushCube")), tmp_path / "c")
+    data, _ = collect_demos("PushCube", 2)
+    demos = data.save(tmp_path / "push.npz")
+    lift = small_config(env=EnvConfig(task="LiftCube"), pretrain=True)
+    lift.demos.path = str(demos)
+    message = r"holds PushCube-v0 demos \(obs_dim=22, action_dim=4\), but the config trains LiftCube-v0 \(obs_dim=16"
+    with pytest.raises(ValueError, match=message):
+        Trainer(lift, tmp_path / "d")
+
+
+def test_pretrain_pipeline_in_one_run(tmp_path):
+    cfg = small_config(pretrain=True, iterations=2, eval_seeds=50)
+    cfg.demos.episodes = 5
+    cfg.bc.max_epochs = 40
+    summary = Trainer(cfg, tmp_path).run()
+    data = DemoDataset.load(tmp_path / "demos.npz")
+    assert data.n_episodes == 5 and data.task == "Reach"
+    bc = json.loads((tmp_path / "bc.json").read_text())
+    assert bc["collect"]["kept"] == 5 and bc["bc"]["epochs"] <= 40
+    ckpt = checkpoint.load(tmp_path / "bc.pt")
+    assert ckpt["kind"] == "bc" and ckpt["eval"]["n"] == 50
+    assert summary["initial_policy"]["eval"]["success_rate"] == bc["eval"]["success_rate"]
+    saved = json.loads((tmp_path / "summary.json").read_text())
+    assert saved["initial_policy"]["demo_episodes"] == 5 and "episodes" not in saved["eval"]
+    assert (tmp_path / "checkpoints" / "last.pt").is_file()
+
+
+def test_demo_scripts_then_training_from_the_clone(tmp_path):
+    demos = tmp_path / "reach.npz"
+    out = run_cli("collect_demos.py", "task=Reach", "demos.episodes=5", f"output={demos}", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "kept 5 of 5" in out.stdout
+    assert json.loads(demos.with_suffix(".json").read_text())["episodes"] == 5
+    bc = tmp_path / "bc.pt"
+    args = ("policy.hidden_sizes=[64,64]", "bc.max_epochs=30")
+    out = run_cli("pretrain_bc.py", f"dataset={demos}", *args, "eval_seeds=20", f"output={bc}", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "held-out seeds: success" in out.stdout
+    out = run_cli(
+        "train.py", "env=reach", f"init_from={bc}", *args[:1], "iterations=1", "algo.groups_per_iter=4",
+        "eval_seeds=10", f"hydra.run.dir={tmp_path / 'run'}", "progress=false", cwd=tmp_path,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    # a mismatch is one line naming both sides, before any work
+    out = run_cli("train.py", "env=reach", f"init_from={bc}", "iterations=1", f"hydra.run.dir={tmp_path / 'x'}", cwd=tmp_path)
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [
+        f"error: init_from={bc} has policy.hidden_sizes=[64, 64], but the config has policy.hidden_sizes=[256, 256]"
+    ]
+    out = run_cli("pretrain_bc.py", f"dataset={tmp_path / 'missing.npz'}", cwd=tmp_path)
+    assert out.returncode == 2 and "no demo dataset at" in out.stderr
+
+
+def test_demo_seeds_never_meet_evaluation_seeds():
+    assert DEMO_SEED_START >= EVAL_SEED_START + 10**8
+    assert make_task("Reach").name == "Reach"
