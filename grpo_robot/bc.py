@@ -3,13 +3,18 @@
 The loss is the negative log-likelihood `-sum_d log pi(a_d | s)` through the policy's own
 `log_probs`: for a Gaussian policy a (std-weighted) squared error on the mean, for a tokenized
 policy the cross-entropy over each dimension's bins. Episodes, not steps, are split into
-training and validation sets (steps of one episode are near-duplicates), and training stops once
-the validation loss has not improved for `patience` epochs; the best weights are kept.
+training and validation sets (steps of one episode are near-duplicates). Training counts gradient
+steps, not epochs, so a handful of demonstrations still gets enough updates; the held-out error
+of the deterministic action (its MSE to the demonstrated one) is checked every `eval_every`
+steps, and training stops once it has not improved for `patience` checks; the best weights are
+kept. The action error, not the held-out likelihood, decides: a categorical over fine bins keeps
+getting sharper, so its held-out likelihood worsens long before its chosen actions do.
 """
 
 from __future__ import annotations
 
 import copy
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -25,14 +30,15 @@ from grpo_robot.policies import Policy
 
 @dataclass
 class BCResult:
-    best_epoch: int
-    epochs: int  # epochs run
-    best_val_loss: float  # per step; the training loss when there is no validation split
+    best_step: int  # gradient step of the kept weights
+    steps: int  # gradient steps run
+    best_val_score: float  # validation action MSE; the training loss when there is no validation split
     train_episodes: int
     val_episodes: int
     seconds: float
-    train_loss: list[float] = field(default_factory=list)  # per epoch, per step
-    val_loss: list[float] = field(default_factory=list)
+    train_loss: list[float] = field(default_factory=list)  # every eval_every steps, mean over those steps
+    val_loss: list[float] = field(default_factory=list)  # validation NLL, every eval_every steps
+    val_action_mse: list[float] = field(default_factory=list)  # of the deterministic action: the stopping score
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -64,14 +70,15 @@ def behaviour_clone(policy: Policy, data: DemoDataset, cfg: BCConfig, device: to
     train_ep, val_ep = split_episodes(data.n_episodes, cfg.val_fraction, cfg.seed)
     episode = data.episode_index()
     labels = data.expert_actions if cfg.labels == "expert" else data.actions
+    smooth = policy.kind == "tokenized" and cfg.token_sigma > 0
 
     def rows(episodes: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         sel = np.isin(episode, episodes)
-        obs = torch.as_tensor(data.obs[sel], device=device)
-        return obs, policy.raw_from_action(torch.as_tensor(labels[sel], device=device))
+        obs, action = torch.as_tensor(data.obs[sel], device=device), torch.as_tensor(labels[sel], device=device)
+        return obs, action, action if smooth else policy.raw_from_action(action)
 
-    train_obs, train_raw = rows(train_ep)
-    val_obs, val_raw = rows(val_ep)
+    train_obs, _, train_raw = rows(train_ep)
+    val_obs, val_action, val_raw = rows(val_ep)
     norm = policy.obs_norm
     norm.mean.zero_(), norm.var.fill_(1.0), norm.count.zero_()
     norm.update(train_obs)
@@ -81,29 +88,41 @@ def behaviour_clone(policy: Policy, data: DemoDataset, cfg: BCConfig, device: to
     optimizer = torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     shuffle = torch.Generator().manual_seed(int(np.random.default_rng([cfg.seed, 12]).integers(2**62)))
 
-    def nll(obs: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
-        return -policy.log_probs(obs, raw)[0].sum(-1).mean()
+    def nll(obs: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        if smooth:
+            return policy.soft_cross_entropy(obs, target, cfg.token_sigma).mean()
+        return -policy.log_probs(obs, target)[0].sum(-1).mean()
 
-    result = BCResult(-1, 0, float("inf"), len(train_ep), len(val_ep), 0.0)
+    result = BCResult(-1, 0, math.inf, len(train_ep), len(val_ep), 0.0)
     best_state = copy.deepcopy(policy.state_dict())
     n = len(train_obs)
-    for epoch in range(cfg.max_epochs):
-        total = 0.0
-        for idx in torch.randperm(n, generator=shuffle).to(device).split(cfg.batch_size):
-            loss = nll(train_obs[idx], train_raw[idx])
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            total += loss.item() * len(idx)
-        result.train_loss.append(total / n)
+    order = torch.empty(0, dtype=torch.long, device=device)
+    window: list[float] = []
+    for step in range(1, cfg.max_steps + 1):
+        if len(order) < min(cfg.batch_size, n):  # walk through shuffled passes over the data
+            order = torch.cat([order, torch.randperm(n, generator=shuffle).to(device)])
+        idx, order = order[: cfg.batch_size], order[cfg.batch_size :]
+        loss = nll(train_obs[idx], train_raw[idx])
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        window.append(loss.item())
+        if step % cfg.eval_every and step != cfg.max_steps:
+            continue
+        result.train_loss.append(float(np.mean(window)))
+        window.clear()
         with torch.no_grad():
-            val = nll(val_obs, val_raw).item() if len(val_obs) else result.train_loss[-1]
-        result.val_loss.append(val)
-        result.epochs = epoch + 1
-        if val < result.best_val_loss:
-            result.best_val_loss, result.best_epoch = val, epoch + 1
+            if len(val_obs):
+                result.val_loss.append(nll(val_obs, val_raw).item())
+                val = (policy.sample(val_obs, deterministic=True)[1] - val_action).square().mean().item()
+            else:
+                val = result.train_loss[-1]
+        result.val_action_mse.append(val)
+        result.steps = step
+        if val < result.best_val_score:
+            result.best_val_score, result.best_step = val, step
             best_state = copy.deepcopy(policy.state_dict())
-        elif epoch + 1 - result.best_epoch >= cfg.patience:
+        elif step - result.best_step >= cfg.patience * cfg.eval_every:
             break
     policy.load_state_dict(best_state)
     result.seconds = time.perf_counter() - start

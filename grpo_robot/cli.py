@@ -157,7 +157,7 @@ def _pretrain_bc(cfg: DictConfig) -> None:
     result = behaviour_clone(policy, data, bc_cfg, device)
     print(
         f"behaviour cloning on {result.train_episodes} episodes ({result.val_episodes} held out): "
-        f"best validation NLL {result.best_val_loss:.3f} at epoch {result.best_epoch} of {result.epochs}, "
+        f"held-out action MSE {result.best_val_score:.4f} at step {result.best_step} of {result.steps}, "
         f"{result.seconds:.1f} s"
     )
     evaluation = None

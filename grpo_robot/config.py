@@ -92,13 +92,15 @@ class DemoConfig:
 class BCConfig:
     """Behaviour cloning (grpo_robot/bc.py): maximum likelihood of the expert's actions."""
 
-    max_epochs: int = 500
+    max_steps: int = 5000  # gradient steps at most
     batch_size: int = 256
     lr: float = 1e-3
     weight_decay: float = 0.0
     val_fraction: float = 0.2  # episodes held out for early stopping (at least one)
-    patience: int = 30  # epochs without a better validation loss before stopping
+    eval_every: int = 50  # gradient steps between validation checks
+    patience: int = 20  # checks without a better validation loss before stopping
     learn_std: bool = False  # gaussian: also fit the std (else it stays at policy.init_std for exploration)
+    token_sigma: float = 8.0  # tokenized: targets are a Gaussian this many bins wide around the action; 0 = one-hot
     labels: str = "expert"  # expert: the expert's clean actions | executed: the noisy actions taken
     seed: int = 0  # split, shuffling and initial weights
 
@@ -233,12 +235,14 @@ def validate_demos(demos: DemoConfig, prefix: str = "demos.") -> None:
 
 
 def validate_bc(bc: BCConfig, prefix: str = "bc.") -> None:
-    _check(bc.max_epochs >= 1, f"{prefix}max_epochs", bc.max_epochs, "must be >= 1")
+    _check(bc.max_steps >= 1, f"{prefix}max_steps", bc.max_steps, "must be >= 1")
+    _check(bc.eval_every >= 1, f"{prefix}eval_every", bc.eval_every, "must be >= 1")
     _check(bc.batch_size >= 1, f"{prefix}batch_size", bc.batch_size, "must be >= 1")
     _check(bc.lr > 0, f"{prefix}lr", bc.lr, "must be > 0")
     _check(bc.weight_decay >= 0, f"{prefix}weight_decay", bc.weight_decay, "must be >= 0")
     _check(0 <= bc.val_fraction < 1, f"{prefix}val_fraction", bc.val_fraction, "must be in [0, 1)")
     _check(bc.patience >= 1, f"{prefix}patience", bc.patience, "must be >= 1")
+    _check(bc.token_sigma >= 0, f"{prefix}token_sigma", bc.token_sigma, "must be >= 0")
     _check(bc.labels in ("expert", "executed"), f"{prefix}labels", bc.labels, "must be expert or executed")
 
 

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from omegaconf import OmegaConf
 
-from grpo_robot import checkpoint
+from grpo_robot import checkpoint, machine
 from grpo_robot.algo import ADVANTAGE_ESTIMATORS, AGGREGATIONS, KL_ESTIMATORS, clipped_surrogate, mixed_fraction
 from grpo_robot.batched import BatchedEnv, group_seeds
 from grpo_robot.config import TrainConfig, policy_kwargs, validate
@@ -424,6 +424,7 @@ class Trainer:
             "best_eval": self.best_eval,
             "run_dir": str(self.run_dir),
             "initial_policy": self.pretrained,
+            "machine": machine.describe(),
         }
         brief = {**summary, "eval": None if final is None else final.to_json(episodes=False)}
         (self.run_dir / "summary.json").write_text(json.dumps(brief, indent=1))

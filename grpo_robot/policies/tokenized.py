@@ -127,6 +127,18 @@ class TokenizedPolicy(Policy):
     def raw_from_action(self, action):
         return to_tokens(action, self.bins)
 
+    def soft_cross_entropy(self, obs: torch.Tensor, action: torch.Tensor, sigma_bins: float) -> torch.Tensor:
+        """Cross-entropy `[...]` (summed over dimensions) against a discretized Gaussian around
+        each continuous target `action [..., D]`, `sigma_bins` bins wide: neighbouring bins share
+        the credit, so the cloned distribution is smooth and unimodal around the target and its
+        argmax lands near it even when few demonstrations hit any one bin."""
+        tokens = to_tokens(action, self.bins)
+        width = 2.0 / self.bins
+        dist = (self.centres - action[..., None].clamp(-1.0, 1.0)) / (sigma_bins * width)  # [..., D, K]
+        target = torch.softmax(-0.5 * dist**2, dim=-1)
+        log_p = F.log_softmax(self.logits(obs, tokens), dim=-1)
+        return -(target * log_p).sum(-1).sum(-1)
+
     def log_probs(self, obs, raw):
         log_p = F.log_softmax(self.logits(obs, raw), dim=-1)
         logp = log_p.gather(-1, raw[..., None])[..., 0]
