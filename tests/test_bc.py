@@ -194,6 +194,8 @@ def test_demo_scripts_then_training_from_the_clone(tmp_path):
     out = run_cli("pretrain_bc.py", f"dataset={demos}", *args, "eval_seeds=20", f"output={bc}", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "held-out seeds: success" in out.stdout
+    out = run_cli("evaluate.py", f"checkpoint={bc}", "n_seeds=20", cwd=tmp_path)  # a clone evaluates like any run
+    assert out.returncode == 0 and "Reach, deterministic" in out.stdout, out.stderr
     out = run_cli(
         "train.py", "env=reach", f"init_from={bc}", *args[:1], "iterations=1", "algo.groups_per_iter=4",
         "eval_seeds=10", f"hydra.run.dir={tmp_path / 'run'}", "progress=false", cwd=tmp_path,

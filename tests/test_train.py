@@ -134,7 +134,7 @@ def test_final_step_outcome_runs_to_horizon(tmp_path):
 
 def run_cli(script: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / script), *args], cwd=cwd, capture_output=True, text=True, timeout=300
+        [sys.executable, str(ROOT / "scripts" / script), *args], cwd=cwd, capture_output=True, text=True, timeout=1800
     )
 
 
