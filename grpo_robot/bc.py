@@ -23,9 +23,9 @@ import torch
 from omegaconf import OmegaConf
 
 from grpo_robot import checkpoint
-from grpo_robot.config import BCConfig, TrainConfig
+from grpo_robot.config import BCConfig, PolicyConfig, TrainConfig, policy_kwargs
 from grpo_robot.demos import DemoDataset
-from grpo_robot.policies import Policy
+from grpo_robot.policies import Policy, build_policy
 
 
 @dataclass
@@ -127,6 +127,15 @@ def behaviour_clone(policy: Policy, data: DemoDataset, cfg: BCConfig, device: to
     policy.load_state_dict(best_state)
     result.seconds = time.perf_counter() - start
     return result
+
+
+def clone(
+    data: DemoDataset, policy_cfg: PolicyConfig, cfg: BCConfig, device: torch.device | str = "cpu"
+) -> tuple[Policy, BCResult]:
+    """A new policy of `policy_cfg`, initialized from `cfg.seed`, behaviour-cloned on `data`."""
+    torch.manual_seed(cfg.seed)
+    policy = build_policy(policy_cfg.type, data.obs_dim, data.action_dim, **policy_kwargs(policy_cfg))
+    return policy, behaviour_clone(policy.to(device), data, cfg, device)
 
 
 def checkpoint_from_bc(policy: Policy, cfg: TrainConfig, dataset: str, result: BCResult, evaluation=None) -> dict:

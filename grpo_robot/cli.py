@@ -124,17 +124,15 @@ def _collect_demos(cfg: DictConfig) -> None:
 
 
 def _pretrain_bc(cfg: DictConfig) -> None:
-    import torch
     from omegaconf import OmegaConf
 
     from grpo_robot import checkpoint
     from grpo_robot.batched import BatchedEnv
-    from grpo_robot.bc import behaviour_clone, checkpoint_from_bc
-    from grpo_robot.config import EnvConfig, PolicyConfig, TrainConfig, policy_kwargs, validate_bc, validate_policy
+    from grpo_robot.bc import checkpoint_from_bc, clone
+    from grpo_robot.config import EnvConfig, PolicyConfig, TrainConfig, validate_bc, validate_policy
     from grpo_robot.demos import DemoDataset
     from grpo_robot.envs import make_task
     from grpo_robot.evaluation import evaluate
-    from grpo_robot.policies import build_policy
     from grpo_robot.rollout import STREAM_EVAL, eval_seeds, iteration_generator
     from grpo_robot.trainer import resolve_device
 
@@ -152,9 +150,7 @@ def _pretrain_bc(cfg: DictConfig) -> None:
         _fail(str(err))
     device = resolve_device(cfg.device)
     bc_cfg = OmegaConf.to_object(cfg.bc)
-    torch.manual_seed(bc_cfg.seed)
-    policy = build_policy(policy_cfg.type, task.obs_dim, task.action_dim, **policy_kwargs(policy_cfg)).to(device)
-    result = behaviour_clone(policy, data, bc_cfg, device)
+    policy, result = clone(data, policy_cfg, bc_cfg, device)
     print(
         f"behaviour cloning on {result.train_episodes} episodes ({result.val_episodes} held out): "
         f"held-out action MSE {result.best_val_score:.4f} at step {result.best_step} of {result.steps}, "

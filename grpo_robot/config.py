@@ -98,7 +98,7 @@ class BCConfig:
     weight_decay: float = 0.0
     val_fraction: float = 0.2  # episodes held out for early stopping (at least one)
     eval_every: int = 50  # gradient steps between validation checks
-    patience: int = 20  # checks without a better validation loss before stopping
+    patience: int = 20  # checks without a lower held-out action error before stopping
     learn_std: bool = False  # gaussian: also fit the std (else it stays at policy.init_std for exploration)
     token_sigma: float = 8.0  # tokenized: targets are a Gaussian this many bins wide around the action; 0 = one-hot
     labels: str = "expert"  # expert: the expert's clean actions | executed: the noisy actions taken

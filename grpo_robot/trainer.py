@@ -144,7 +144,7 @@ class Trainer:
         """The `pretrain=true` stage: collect (or load) demonstrations, behaviour-clone the policy
         and evaluate the clone. Writes `demos.npz`, `demos.json`, `bc.pt` and `bc.json` in the
         run directory. Skipped when resuming (the checkpoint holds the weights and reference)."""
-        from grpo_robot.bc import behaviour_clone, checkpoint_from_bc
+        from grpo_robot.bc import checkpoint_from_bc, clone
         from grpo_robot.demos import collect_demos
 
         cfg = self.cfg
@@ -156,11 +156,7 @@ class Trainer:
             data, stats = collect_demos(self.task, d.episodes, d.noise, d.seed, d.max_attempts, nthread=cfg.env.nthread)
             demos_path, collect_stats = data.save(self.run_dir / "demos.npz"), stats.to_json()
             (self.run_dir / "demos.json").write_text(json.dumps(collect_stats, indent=1))
-        torch.manual_seed(cfg.bc.seed)
-        self.policy = build_policy(
-            cfg.policy.type, self.task.obs_dim, self.task.action_dim, **policy_kwargs(cfg.policy)
-        ).to(self.device)
-        result = behaviour_clone(self.policy, data, cfg.bc, self.device)
+        self.policy, result = clone(data, cfg.policy, cfg.bc, self.device)
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=cfg.algo.lr, eps=1e-5)
         bc_eval = self.evaluate()
         record = checkpoint_from_bc(self.policy, cfg, str(demos_path), result, bc_eval)
