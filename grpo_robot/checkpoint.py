@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import torch
 
@@ -15,20 +17,28 @@ from grpo_robot.policies import Policy, build_policy
 FORMAT_VERSION = 1
 
 
-def save_atomic(obj: dict[str, Any], path: str | Path) -> None:
-    """`torch.save` to a temporary file in the same folder, fsync, then rename over `path`."""
+@contextmanager
+def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
+    """A binary file to write `path` through: a temporary file in the same folder, fsynced and
+    renamed over `path` when the block ends without error, removed when it raises."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def save_atomic(obj: dict[str, Any], path: str | Path) -> None:
+    """`torch.save` to `path` atomically (see `atomic_file`)."""
+    with atomic_file(path) as f:
+        torch.save(obj, f)
 
 
 def resolve(path: str | Path) -> Path:

@@ -19,14 +19,13 @@ Demo seeds start at DEMO_SEED_START, away from both the training and the evaluat
 
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from grpo_robot.batched import BatchedEnv
+from grpo_robot.checkpoint import atomic_file
 from grpo_robot.envs import Task, make_task
 
 FORMAT_VERSION = 1
@@ -71,28 +70,19 @@ class DemoDataset:
         path = Path(path)
         if path.suffix != ".npz":
             path = path.with_name(path.name + ".npz")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                np.savez_compressed(
-                    f,
-                    obs=self.obs,
-                    actions=self.actions,
-                    expert_actions=self.expert_actions,
-                    lengths=self.lengths,
-                    seeds=self.seeds,
-                    task=np.array(self.task),
-                    task_version=np.array(self.task_version),
-                    noise=np.array(self.noise),
-                    format_version=np.array(FORMAT_VERSION),
-                )
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with atomic_file(path) as f:
+            np.savez_compressed(
+                f,
+                obs=self.obs,
+                actions=self.actions,
+                expert_actions=self.expert_actions,
+                lengths=self.lengths,
+                seeds=self.seeds,
+                task=np.array(self.task),
+                task_version=np.array(self.task_version),
+                noise=np.array(self.noise),
+                format_version=np.array(FORMAT_VERSION),
+            )
         return path
 
     @classmethod

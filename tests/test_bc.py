@@ -38,6 +38,9 @@ def test_demos_load_back_identically_and_replay_to_success(tmp_path, noise):
         np.testing.assert_array_equal(getattr(back, name), getattr(data, name))
         assert getattr(back, name).dtype == getattr(data, name).dtype
     assert (back.task, back.task_version, back.noise) == ("PushCube", 0, noise)
+    first = int(back.lengths[0])
+    np.testing.assert_array_equal(back.episode(1)[0], back.obs[first : first + back.lengths[1]])
+    np.testing.assert_array_equal(back.episode_index()[first - 1 : first + 1], [0, 1])
     # the executed actions, replayed from the recorded seeds, succeed at exactly the recorded length
     assert replay(back).all()
     # and the same call collects the same dataset
