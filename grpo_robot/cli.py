@@ -169,21 +169,23 @@ def _pretrain_bc(cfg: DictConfig) -> None:
     print(f"checkpoint: {output}")
 
 
-def train_main() -> None:
+def _run(config_name: str, task) -> None:
+    """Compose `conf/<config_name>.yaml` with Hydra (overrides from the command line) and run `task`."""
     register_configs()
-    hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")(_train)()
+    hydra.main(config_path=CONF_DIR, config_name=config_name, version_base="1.3")(task)()
+
+
+def train_main() -> None:
+    _run("config", _train)
 
 
 def evaluate_main() -> None:
-    register_configs()
-    hydra.main(config_path=CONF_DIR, config_name="evaluate", version_base="1.3")(_evaluate)()
+    _run("evaluate", _evaluate)
 
 
 def collect_demos_main() -> None:
-    register_configs()
-    hydra.main(config_path=CONF_DIR, config_name="collect_demos", version_base="1.3")(_collect_demos)()
+    _run("collect_demos", _collect_demos)
 
 
 def pretrain_bc_main() -> None:
-    register_configs()
-    hydra.main(config_path=CONF_DIR, config_name="pretrain_bc", version_base="1.3")(_pretrain_bc)()
+    _run("pretrain_bc", _pretrain_bc)
