@@ -101,6 +101,13 @@ class BatchedEnv:
 
     # -- API --------------------------------------------------------------------------------------
     @property
+    def name(self) -> str:
+        return self.task.name
+
+    def close(self) -> None:
+        """Nothing to release (the interface of `GymGroupEnv`)."""
+
+    @property
     def done(self) -> np.ndarray:
         """`bool [B]`: worlds that are no longer stepped."""
         return self.terminated | self.truncated

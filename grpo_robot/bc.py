@@ -20,10 +20,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from omegaconf import OmegaConf
 
 from grpo_robot import checkpoint
-from grpo_robot.config import BCConfig, PolicyConfig, TrainConfig, policy_kwargs
+from grpo_robot.config import BCConfig, PolicyConfig, TrainConfig, config_dict, policy_kwargs
 from grpo_robot.demos import DemoDataset
 from grpo_robot.policies import Policy, build_policy
 
@@ -146,7 +145,7 @@ def checkpoint_from_bc(policy: Policy, cfg: TrainConfig, dataset: str, result: B
         "kind": "bc",
         "iteration": 0,
         "env_steps": 0,
-        "config": OmegaConf.to_container(OmegaConf.structured(cfg)),
+        "config": config_dict(cfg),
         "policy": checkpoint.policy_record(policy),
         "bc": {"dataset": dataset, **result.to_json()},
         "eval": None if evaluation is None else evaluation.to_json(),

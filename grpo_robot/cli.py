@@ -31,7 +31,10 @@ def _train(cfg: DictConfig) -> float | None:
         trainer = Trainer(to_train_config(cfg), HydraConfig.get().runtime.output_dir)
     except (ValueError, FileNotFoundError) as err:  # ConfigError, or an init_from/demos that does not fit
         _fail(str(err))
-    summary = trainer.run()
+    try:
+        summary = trainer.run()
+    finally:
+        trainer.close()
     result = trainer.last_eval
     print(
         f"trained {summary['iterations']} iterations, {summary['env_steps']:,} env steps in {summary['seconds']:.0f} s"
@@ -45,8 +48,8 @@ def _train(cfg: DictConfig) -> float | None:
 def _evaluate(cfg: DictConfig) -> None:
 
     from grpo_robot import checkpoint
-    from grpo_robot.batched import BatchedEnv
     from grpo_robot.config import TrainConfig
+    from grpo_robot.environment import make_env
     from grpo_robot.evaluation import evaluate
     from grpo_robot.rollout import STREAM_EVAL, eval_seeds, iteration_generator
     from grpo_robot.trainer import resolve_device
@@ -62,13 +65,13 @@ def _evaluate(cfg: DictConfig) -> None:
     ckpt = checkpoint.load(path, map_location=device)
     train_cfg: TrainConfig = to_train_config(ckpt["config"])
     policy = checkpoint.policy_from_record(ckpt["policy"], device)
-    env = BatchedEnv(
-        train_cfg.env.task,
-        cfg.n_seeds,
-        nthread=train_cfg.env.nthread,
-        horizon=train_cfg.env.horizon,
-        terminate_on_success=train_cfg.env.outcome == "any_step",
-    )
+    n_worlds = cfg.n_seeds  # a Gymnasium env evaluates in chunks of at most its training worlds
+    if not train_cfg.env.task:
+        n_worlds = min(n_worlds, train_cfg.algo.groups_per_iter * train_cfg.algo.group_size)
+    try:
+        env = make_env(train_cfg.env, n_worlds)
+    except ValueError as err:
+        _fail(str(err))
     generator = iteration_generator(cfg.seed, 0, device, STREAM_EVAL)
     result = evaluate(
         env,
@@ -81,9 +84,10 @@ def _evaluate(cfg: DictConfig) -> None:
     )
     mode = "deterministic" if cfg.deterministic else "stochastic"
     output = Path(cfg.output) if cfg.output else path.with_name(f"{path.stem}_eval_{cfg.n_seeds}_{mode}.json")
-    record = {"checkpoint": str(path), "task": train_cfg.env.task, "mode": mode, **result.to_json()}
+    env.close()
+    record = {"checkpoint": str(path), "task": env.name, "mode": mode, **result.to_json()}
     output.write_text(json.dumps(record, indent=1))
-    print(f"{train_cfg.env.task}, {mode}, {path}: {result.summary()}")
+    print(f"{env.name}, {mode}, {path}: {result.summary()}")
     print(f"per-seed outcomes: {output}")
 
 

@@ -7,6 +7,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,10 +23,41 @@ from grpo_robot.policies.base import ACTIVATIONS, POLICIES
 
 @dataclass
 class EnvConfig:
-    task: str = "Reach"  # a built-in task: Reach, PushCube, LiftCube, PlaceCube
-    horizon: int | None = None  # control steps per episode; null = the task's own
+    """Either a built-in task (`task`) or any Gymnasium env (`id` or `entry_point`), exactly one.
+
+    Gymnasium envs run as Gymnasium vector envs (grpo_robot/gym_vector.py); see docs/custom_envs.md.
+    `imports` is written `import` in configs and on the command line (`env.import=[pkg]`).
+    """
+
+    task: str | None = "Reach"  # a built-in task: Reach, PushCube, LiftCube, PlaceCube; null for a Gymnasium env
+    horizon: int | None = None  # control steps per episode; null = the task's own (the env's TimeLimit)
     outcome: str = "any_step"  # any_step: success at any step ends the episode; final_step: judged at the horizon
-    nthread: int | None = None  # physics threads; null = all cores
+    nthread: int | None = None  # built-in tasks: physics threads; null = all cores
+    # -- Gymnasium envs --
+    id: str | None = None  # a registered id, e.g. FetchReach-v4
+    entry_point: str | None = None  # or module:Class, constructed with `kwargs`
+    kwargs: dict[str, Any] = field(default_factory=dict)  # passed to gymnasium.make / the entry point
+    imports: list[str] = field(default_factory=list)  # modules imported first (so their envs register)
+    success_key: str = "is_success"  # success is bool(info[success_key]) after each step...
+    success_fn: str | None = None  # ...or module:func(obs, info) -> bool, when given
+    obs_keys: list[str] | None = None  # Dict observations: keys concatenated in this order; null = all, space order
+    vector: str = "sync"  # sync: worlds stepped in this process | async: one process per world
+    check_seeding: bool = True  # refuse an env whose equal seeds give unequal first observations
+
+
+ENV_KEY_ALIASES = {"import": "imports"}  # config spelling -> field name (`import` is a Python keyword)
+
+
+def env_name(env: EnvConfig | DictConfig | dict) -> str:
+    """What the env is called: the built-in task, the Gymnasium id or the entry point."""
+    get = env.get if isinstance(env, dict | DictConfig) else lambda k, d=None: getattr(env, k, d)
+    return get("task") or get("id") or get("entry_point") or "?"
+
+
+def env_source(env: EnvConfig) -> str:
+    """`env.<key>=<value>` of the key that names the env, for messages."""
+    key = "task" if env.task else "id" if env.id else "entry_point"
+    return f"env.{key}={getattr(env, key)}"
 
 
 @dataclass
@@ -160,9 +194,17 @@ class ConfigError(ValueError):
     """A config value out of range; the message is one line naming key, value and what is allowed."""
 
 
+@dataclass
+class TrainSchema(TrainConfig):
+    """The schema Hydra composes against: `env` stays an untyped node, so that it may hold the key
+    `import` (a Python keyword, no dataclass field); `env_config` types and checks it."""
+
+    env: Any = None
+
+
 def register_configs() -> None:
     cs = ConfigStore.instance()
-    cs.store(name="train_schema", node=TrainConfig)
+    cs.store(name="train_schema", node=TrainSchema)
     cs.store(name="eval_schema", node=EvalConfig)
     cs.store(name="collect_demos_schema", node=CollectDemosConfig)
     cs.store(name="pretrain_schema", node=PretrainConfig)
@@ -175,11 +217,8 @@ def _check(ok: bool, key: str, value: Any, allowed: str) -> None:
 
 def validate(cfg: TrainConfig | DictConfig) -> None:
     """Raise `ConfigError` on the first out-of-range value."""
-    env, pol, algo = cfg.env, cfg.policy, cfg.algo
-    _check(env.task in TASKS, "env.task", env.task, f"must be one of {', '.join(TASKS)}")
-    _check(env.horizon is None or env.horizon > 0, "env.horizon", env.horizon, "must be a positive integer or null")
-    _check(env.outcome in ("any_step", "final_step"), "env.outcome", env.outcome, "must be any_step or final_step")
-    _check(env.nthread is None or env.nthread >= 1, "env.nthread", env.nthread, "must be >= 1 or null")
+    pol, algo = cfg.policy, cfg.algo
+    validate_env(cfg.env)
     validate_policy(pol)
     _check(algo.advantage in ADVANTAGE_ESTIMATORS, "algo.advantage", algo.advantage,
            f"must be one of {', '.join(ADVANTAGE_ESTIMATORS)}")  # fmt: skip
@@ -221,9 +260,39 @@ def validate(cfg: TrainConfig | DictConfig) -> None:
     _check(cfg.seed >= 0, "seed", cfg.seed, "must be >= 0")
     _check(not (cfg.pretrain and cfg.init_from), "pretrain", cfg.pretrain,
            f"cannot be combined with init_from={cfg.init_from!r}; choose one starting policy")  # fmt: skip
+    _check(not cfg.pretrain or bool(cfg.env.task), "pretrain", cfg.pretrain,
+           f"needs a built-in task (their scripted experts make the demos), not {env_source(cfg.env)}; "
+           "start from a policy checkpoint with init_from= instead")  # fmt: skip
     validate_demos(cfg.demos)
     validate_bc(cfg.bc)
     validate_device(cfg.device)
+
+
+_CALLABLE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+
+
+def validate_env(env: EnvConfig) -> None:
+    named = [f"env.{k}={getattr(env, k)!r}" for k in ("task", "id", "entry_point") if getattr(env, k)]
+    if len(named) != 1:
+        given = " and ".join(named) + (" are both set" if named else "none is set")
+        raise ConfigError(
+            f"{given}: set exactly one of env.task (a built-in task), env.id (a registered Gymnasium id) "
+            "or env.entry_point (module:Class)"
+        )
+    if env.task:
+        _check(env.task in TASKS, "env.task", env.task, f"must be one of {', '.join(TASKS)}")
+    if env.entry_point:
+        _check(bool(_CALLABLE.match(env.entry_point)), "env.entry_point", env.entry_point,
+               "must be module:Class, e.g. my_package.envs:MyEnv")  # fmt: skip
+    if env.success_fn:
+        _check(bool(_CALLABLE.match(env.success_fn)), "env.success_fn", env.success_fn,
+               "must be module:function taking (obs, info) and returning a bool")  # fmt: skip
+    _check(env.horizon is None or env.horizon > 0, "env.horizon", env.horizon, "must be a positive integer or null")
+    _check(env.outcome in ("any_step", "final_step"), "env.outcome", env.outcome, "must be any_step or final_step")
+    _check(env.nthread is None or env.nthread >= 1, "env.nthread", env.nthread, "must be >= 1 or null")
+    _check(env.vector in ("sync", "async"), "env.vector", env.vector, "must be sync or async")
+    _check(env.obs_keys is None or len(env.obs_keys) > 0, "env.obs_keys", env.obs_keys,
+           "must be a non-empty list of observation keys or null (all keys)")  # fmt: skip
 
 
 def validate_demos(demos: DemoConfig, prefix: str = "demos.") -> None:
@@ -270,9 +339,41 @@ def validate_device(device: str) -> None:
         _check(torch.cuda.is_available(), "device", device, "CUDA is not available on this machine; use auto or cpu")
 
 
-def to_train_config(cfg: DictConfig | TrainConfig) -> TrainConfig:
-    """A plain `TrainConfig` object from a Hydra/OmegaConf config (or itself)."""
+def env_config(node: Any) -> EnvConfig:
+    """An `EnvConfig` from a config node (dict, DictConfig or EnvConfig); `import` may name
+    `imports`. An unknown key or a wrong type raises a one-line `ConfigError`."""
+    if isinstance(node, EnvConfig):
+        return node
+    values = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node or {})
+    values = {ENV_KEY_ALIASES.get(k, k): v for k, v in values.items()}
+    fields = [f.name for f in dataclasses.fields(EnvConfig)]
+    for key in values:
+        if key not in fields:
+            spelled = ["import" if f == "imports" else f for f in fields]
+            close = difflib.get_close_matches(key, spelled, n=1)
+            hint = f" (did you mean env.{close[0]}?)" if close else ""
+            raise ConfigError(f"env.{key} is not an env key{hint}; env keys: {', '.join(spelled)}")
+    try:
+        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(EnvConfig), values))  # type: ignore[return-value]
+    except Exception as err:  # omegaconf's ValidationError: a value of the wrong type
+        key = getattr(err, "full_key", "") or "?"
+        reason = str(err).splitlines()[0]
+        raise ConfigError(f"env.{key}={values.get(key)!r} is invalid: {reason}") from None
+
+
+def config_dict(cfg: TrainConfig) -> dict[str, Any]:
+    """`cfg` as plain containers, keys spelled as in the YAML configs (`env.import`)."""
+    record = OmegaConf.to_container(OmegaConf.structured(cfg))
+    env = record["env"]  # type: ignore[index]
+    record["env"] = {next((k for k, v in ENV_KEY_ALIASES.items() if v == key), key): v for key, v in env.items()}  # type: ignore[index]
+    return record  # type: ignore[return-value]
+
+
+def to_train_config(cfg: DictConfig | TrainConfig | dict) -> TrainConfig:
+    """A plain `TrainConfig` object from a Hydra/OmegaConf config or a saved dict (or itself)."""
     if isinstance(cfg, TrainConfig):
         return cfg
-    merged = OmegaConf.merge(OmegaConf.structured(TrainConfig), cfg)
-    return OmegaConf.to_object(merged)  # type: ignore[return-value]
+    values = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
+    env = env_config(values.pop("env", None))
+    merged = OmegaConf.merge(OmegaConf.structured(TrainConfig), values)
+    return dataclasses.replace(OmegaConf.to_object(merged), env=env)  # type: ignore[type-var]

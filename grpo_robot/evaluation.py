@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from grpo_robot.batched import BatchedEnv
+from grpo_robot.gym_vector import GymGroupEnv
 from grpo_robot.policies import Policy
 from grpo_robot.rollout import collect
 from grpo_robot.stats import wilson_interval
@@ -43,7 +44,7 @@ class EvalResult:
 
 
 def evaluate(
-    env: BatchedEnv,
+    env: BatchedEnv | GymGroupEnv,
     policy: Policy,
     seeds: np.ndarray,
     device: torch.device,
@@ -51,9 +52,18 @@ def evaluate(
     generator: torch.Generator | None = None,
     final_step_outcome: bool = False,
 ) -> EvalResult:
-    """One episode per seed, all at once (`env.num_worlds == len(seeds)`)."""
+    """One episode per seed, `env.num_worlds` at a time (a short last chunk is padded with
+    repeats of its last seed, whose outcomes are dropped)."""
+    seeds = np.asarray(seeds)
+    n_worlds = env.num_worlds
     was_training = policy.training
     policy.eval()
-    batch = collect(env, policy, seeds, device, generator, deterministic, final_step_outcome)
+    success, steps = [], []
+    for start in range(0, len(seeds), n_worlds):
+        chunk = seeds[start : start + n_worlds]
+        padded = np.concatenate([chunk, np.repeat(chunk[-1:], n_worlds - len(chunk))])
+        batch = collect(env, policy, padded, device, generator, deterministic, final_step_outcome)
+        success.append(batch.success.bool().cpu().numpy()[: len(chunk)])
+        steps.append(batch.mask.sum(0).cpu().numpy()[: len(chunk)])
     policy.train(was_training)
-    return EvalResult(np.asarray(seeds), batch.success.bool().cpu().numpy(), batch.mask.sum(0).cpu().numpy())
+    return EvalResult(seeds, np.concatenate(success), np.concatenate(steps))

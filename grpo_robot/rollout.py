@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from grpo_robot.batched import BatchedEnv
+from grpo_robot.gym_vector import GymGroupEnv
 from grpo_robot.policies import Policy
 
 # Training group seeds are drawn below TRAIN_SEED_END; evaluation uses EVAL_SEED_START onwards,
@@ -105,7 +106,7 @@ class Batch:
 
 @torch.no_grad()
 def collect(
-    env: BatchedEnv,
+    env: BatchedEnv | GymGroupEnv,
     policy: Policy,
     seeds: np.ndarray,
     device: torch.device,

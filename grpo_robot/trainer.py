@@ -24,8 +24,9 @@ from omegaconf import OmegaConf
 
 from grpo_robot import checkpoint, machine
 from grpo_robot.algo import ADVANTAGE_ESTIMATORS, AGGREGATIONS, KL_ESTIMATORS, clipped_surrogate, mixed_fraction
-from grpo_robot.batched import BatchedEnv, group_seeds
-from grpo_robot.config import TrainConfig, policy_kwargs, validate
+from grpo_robot.batched import group_seeds
+from grpo_robot.config import TrainConfig, config_dict, env_name, env_source, policy_kwargs, validate
+from grpo_robot.environment import make_env
 from grpo_robot.envs import make_task
 from grpo_robot.evaluation import EvalResult, evaluate
 from grpo_robot.policies import build_policy
@@ -53,21 +54,22 @@ ARCHITECTURE_KEYS = ("hidden_sizes", "activation", "obs_norm", "state_dependent_
                      "embed_dim")  # fmt: skip
 
 
-def load_initial_policy(path: str, cfg: TrainConfig, task, device: torch.device) -> dict[str, torch.Tensor]:
+def load_initial_policy(path: str, cfg: TrainConfig, env, device: torch.device) -> dict[str, torch.Tensor]:
     """The state_dict of the policy in checkpoint `path` (a BC or training checkpoint), after
-    checking that it fits `cfg` and `task`; a mismatch raises `ValueError` naming both sides."""
+    checking that it fits `cfg` and `env` (name, obs_dim, action_dim); a mismatch raises
+    `ValueError` naming both sides."""
     ckpt = checkpoint.load(path, map_location=device)
     record = ckpt["policy"]
     where = f"init_from={path!s}"
     if record["type"] != cfg.policy.type:
         raise ValueError(f"{where} holds a {record['type']} policy, but the config has policy.type={cfg.policy.type}")
-    their_task = (ckpt.get("config") or {}).get("env", {}).get("task")
-    if their_task is not None and their_task != task.name:
-        raise ValueError(f"{where} was trained on {their_task}, but the config has env.task={task.name}")
-    if (record["obs_dim"], record["action_dim"]) != (task.obs_dim, task.action_dim):
+    their_env = (ckpt.get("config") or {}).get("env")
+    if their_env and env_name(their_env) != env.name:
+        raise ValueError(f"{where} was trained on {env_name(their_env)}, but the config has {env_source(cfg.env)}")
+    if (record["obs_dim"], record["action_dim"]) != (env.obs_dim, env.action_dim):
         raise ValueError(
-            f"{where} has obs_dim={record['obs_dim']}, action_dim={record['action_dim']}, but {task.name} has "
-            f"obs_dim={task.obs_dim}, action_dim={task.action_dim}"
+            f"{where} has obs_dim={record['obs_dim']}, action_dim={record['action_dim']}, but {env.name} has "
+            f"obs_dim={env.obs_dim}, action_dim={env.action_dim}"
         )
     mine = policy_kwargs(cfg.policy)
     for key in ARCHITECTURE_KEYS:
@@ -102,22 +104,20 @@ class Trainer:
         self.device = resolve_device(cfg.device)
         algo = cfg.algo
         self.n_groups, self.group_size = algo.groups_per_iter, algo.group_size
-        task = make_task(cfg.env.task)
-        env_kwargs = dict(
-            nthread=cfg.env.nthread, horizon=cfg.env.horizon, terminate_on_success=cfg.env.outcome == "any_step"
-        )
+        task = make_task(cfg.env.task) if cfg.env.task else None  # a built-in task (its expert makes demos)
         self.final_step_outcome = cfg.env.outcome == "final_step"
-        self.env = BatchedEnv(task, self.n_groups * self.group_size, **env_kwargs)
-        self.eval_env = BatchedEnv(task, cfg.eval_seeds, **env_kwargs)
+        env = self.env = make_env(cfg.env, self.n_groups * self.group_size)
+        # a Gymnasium env evaluates on the training worlds, in chunks; built-in worlds are cheap
+        self.eval_env = make_env(cfg.env, cfg.eval_seeds) if task is not None else env
 
         torch.manual_seed(cfg.seed)  # initial weights
-        self.policy = build_policy(cfg.policy.type, task.obs_dim, task.action_dim, **policy_kwargs(cfg.policy)).to(
+        self.policy = build_policy(cfg.policy.type, env.obs_dim, env.action_dim, **policy_kwargs(cfg.policy)).to(
             self.device
         )
         self.pretrained = None  # how the initial policy was made: {"source", "eval", ...} or None
         if cfg.init_from:
             self.pretrained = {"source": str(checkpoint.resolve(cfg.init_from))}
-            self.policy.load_state_dict(load_initial_policy(cfg.init_from, cfg, task, self.device))
+            self.policy.load_state_dict(load_initial_policy(cfg.init_from, cfg, env, self.device))
         self.update_obs_norm = cfg.obs_norm_updates
         if self.update_obs_norm is None:  # a pretrained policy keeps the inputs it was trained on
             self.update_obs_norm = not (cfg.init_from or cfg.pretrain)
@@ -340,7 +340,7 @@ class Trainer:
 
         cfg = self.cfg
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        (self.run_dir / "resolved_config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)))
+        (self.run_dir / "resolved_config.yaml").write_text(OmegaConf.to_yaml(config_dict(cfg)))
         start_time = time.perf_counter()
         if cfg.pretrain and self.iteration == 0 and not cfg.resume:
             self.pretrain()
@@ -428,6 +428,12 @@ class Trainer:
             (self.run_dir / "eval.json").write_text(json.dumps(final.to_json(), indent=1))
         return summary
 
+    def close(self) -> None:
+        """Release the envs (worker processes of `env.vector=async`)."""
+        self.env.close()
+        if self.eval_env is not self.env:
+            self.eval_env.close()
+
     def evaluate(self) -> EvalResult:
         cfg = self.cfg
         generator = iteration_generator(cfg.seed, self.iteration, self.device, STREAM_EVAL)
@@ -449,7 +455,7 @@ class Trainer:
             "iteration": self.iteration,
             "env_steps": self.env_steps,
             "best_eval": self.best_eval,
-            "config": OmegaConf.to_container(OmegaConf.structured(self.cfg)),
+            "config": config_dict(self.cfg),
             "policy": checkpoint.policy_record(self.policy),
             "optimizer": self.optimizer.state_dict(),
             "reference": None if self.reference is None else self.reference.state_dict(),

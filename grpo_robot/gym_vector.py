@@ -1,0 +1,392 @@
+"""Any Gymnasium env as groups of worlds: the backend of `env.id=` / `env.entry_point=` configs.
+
+`GymGroupEnv` offers the interface of the built-in `BatchedEnv` (`reset(seeds)`, `step`, the
+sticky `success`/`terminated`/`truncated`/`failed` flags) over a Gymnasium vector env
+(`SyncVectorEnv`, or `AsyncVectorEnv` with `env.vector=async`) whose worlds are `OutcomeEnv`s:
+
+- **Observations** are flattened to one float32 vector: a Box as is, a Dict over `env.obs_keys`
+  (default: every key, in the space's order), each entry flattened.
+- **Actions** come in [-1, 1] per dimension and are mapped linearly onto the env's Box bounds
+  (dimensions with an infinite bound are passed through unchanged).
+- **Success** is `bool(info[env.success_key])` after each step, or `env.success_fn(obs, info)`.
+  With `outcome=any_step` the episode ends at the first success; with `final_step` success is
+  judged at the last step. The env's own termination or time limit also ends it.
+- **Episodes end inside the world**: a finished world keeps its last observation and ignores
+  further actions, and never reports done to the vector env, so nothing autoresets and a
+  finished robosuite env is never stepped again.
+- **A crashing world is contained**: an exception in its `step` or `reset`, or a non-finite
+  observation, ends that world as a failure (no success); the others carry on.
+- **Seeding is checked**: on the first reset, worlds reset from equal seeds must start from
+  equal observations (or, with no seed repeated, a second reset must repeat the first), else
+  `ValueError`; `env.check_seeding=false` turns this off for envs noisy by design.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import importlib
+import logging
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+
+from grpo_robot.config import EnvConfig, env_name
+
+log = logging.getLogger(__name__)
+
+RUNNING, SUCCEEDED, HORIZON, ENV_ENDED, FAILED = 0, 1, 2, 3, 4  # OutcomeEnv's `info["ended"]`
+
+
+# -- building one env from the config -------------------------------------------------------------
+def _import(name: str):
+    """`importlib.import_module`, finding modules in the working directory too (last), as
+    `python -m` would: a user's `my_envs.py` next to where they run the trainer."""
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
+    return importlib.import_module(name)
+
+
+def import_modules(names: Sequence[str]) -> None:
+    for name in names:
+        try:
+            _import(name)
+        except Exception as err:
+            raise ValueError(f"env.import={name!r} failed: {type(err).__name__}: {err}") from None
+
+
+def load_callable(path: str, key: str) -> Callable[..., Any]:
+    """`module:attr` (attr may be dotted) -> the object; an import failure is a `ValueError`
+    that shows the import error."""
+    module_name, _, attr = path.partition(":")
+    try:
+        obj: Any = _import(module_name)
+    except Exception as err:
+        raise ValueError(f"env.{key}={path!r} could not be imported: {type(err).__name__}: {err}") from None
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            public = [n for n in dir(obj) if not n.startswith("_")]
+            close = difflib.get_close_matches(part, public, n=3)
+            hint = f"; close matches: {', '.join(close)}" if close else ""
+            raise ValueError(f"env.{key}={path!r}: {module_name} has no attribute {attr!r}{hint}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise ValueError(f"env.{key}={path!r} is a {type(obj).__name__}, not a class or function")
+    return obj
+
+
+def make_inner(cfg: EnvConfig) -> gymnasium.Env:
+    """The user's env, one world, exactly as configured."""
+    import_modules(cfg.imports)
+    kwargs = dict(cfg.kwargs)
+    if cfg.id:
+        if cfg.id not in gymnasium.registry:
+            close = difflib.get_close_matches(cfg.id, list(gymnasium.registry), n=5, cutoff=0.6)
+            hint = f"close matches: {', '.join(close)}" if close else "no close matches"
+            where = "" if cfg.imports else "; if a package registers it, name it in env.import=[package]"
+            raise ValueError(f"env.id={cfg.id!r} is not a registered Gymnasium env ({hint}){where}")
+        if cfg.horizon is not None:  # the env's own TimeLimit must not cut episodes shorter
+            kwargs["max_episode_steps"] = cfg.horizon
+        return gymnasium.make(cfg.id, **kwargs)
+    factory = load_callable(cfg.entry_point, "entry_point")  # type: ignore[arg-type]
+    env = factory(**kwargs)
+    if not isinstance(env, gymnasium.Env):
+        raise ValueError(f"env.entry_point={cfg.entry_point!r} made a {type(env).__name__}, not a gymnasium.Env")
+    return env
+
+
+def _space_error(cfg: EnvConfig, what: str, space: spaces.Space, supported: str) -> ValueError:
+    return ValueError(f"{env_name(cfg)} has a {what} space {space}, which is not supported: {supported}")
+
+
+def check_spaces(cfg: EnvConfig, env: gymnasium.Env) -> list[str] | None:
+    """Refuse spaces the toolkit cannot drive; -> the Dict keys to concatenate (None for a Box)."""
+    act = env.action_space
+    if not isinstance(act, spaces.Box) or not np.issubdtype(act.dtype, np.floating):
+        raise _space_error(cfg, "action", act, "continuous actions in a float gymnasium.spaces.Box")
+    obs = env.observation_space
+    if isinstance(obs, spaces.Box):
+        if cfg.obs_keys is not None:
+            raise ValueError(
+                f"env.obs_keys={list(cfg.obs_keys)} is set, but {env_name(cfg)} observes a Box, not a Dict"
+            )
+        return None
+    if not isinstance(obs, spaces.Dict):
+        raise _space_error(cfg, "observation", obs, "a Box, or a Dict of Boxes (flattened over env.obs_keys)")
+    keys = list(cfg.obs_keys) if cfg.obs_keys is not None else list(obs.spaces)
+    for key in keys:
+        if key not in obs.spaces:
+            raise ValueError(f"env.obs_keys names {key!r}, but {env_name(cfg)} observes {', '.join(obs.spaces)}")
+        if not isinstance(obs.spaces[key], spaces.Box):
+            raise _space_error(cfg, f"observation[{key!r}]", obs.spaces[key], "Box entries only")
+    return keys
+
+
+# -- one world ----------------------------------------------------------------------------------
+class OutcomeEnv(gymnasium.Env):
+    """One world: the user's env with flat float32 observations, actions in [-1, 1], the binary
+    success outcome, episodes that end inside the world, and crashes contained.
+
+    `step` returns reward 1.0 on a success step, never `terminated`/`truncated` (the episode's
+    end is `info["ended"]`, one of RUNNING, SUCCEEDED, HORIZON, ENV_ENDED, FAILED), and
+    `info["success"]`, the success predicate at this step.
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, cfg: EnvConfig, horizon: int, inner: gymnasium.Env | None = None) -> None:
+        self.inner = inner if inner is not None else make_inner(cfg)
+        self.keys = check_spaces(cfg, self.inner)
+        self.horizon = horizon
+        self.terminate_on_success = cfg.outcome == "any_step"
+        self.success_key = cfg.success_key
+        self.success_fn = load_callable(cfg.success_fn, "success_fn") if cfg.success_fn else None
+        act = self.inner.action_space
+        self._low, self._high = act.low.reshape(-1).astype(np.float64), act.high.reshape(-1).astype(np.float64)
+        self._scaled = np.isfinite(self._low) & np.isfinite(self._high)
+        self._act_shape, self._act_dtype = act.shape, act.dtype
+        obs_space = self.inner.observation_space
+        shapes = [obs_space.shape] if self.keys is None else [obs_space[k].shape for k in self.keys]
+        self.obs_dim = int(sum(np.prod(shape) for shape in shapes))
+        self.observation_space = spaces.Box(-np.inf, np.inf, (self.obs_dim,), np.float32)
+        self.action_space = spaces.Box(-1.0, 1.0, (int(np.prod(act.shape)),), np.float32)
+        self._obs = np.zeros(self.obs_dim, np.float32)
+        self._ended = FAILED
+        self._success = False
+        self._steps = 0
+
+    def _flatten(self, obs: Any) -> np.ndarray:
+        if self.keys is None:
+            return np.asarray(obs, dtype=np.float32).reshape(-1)
+        return np.concatenate([np.asarray(obs[k], dtype=np.float32).reshape(-1) for k in self.keys])
+
+    def to_env_action(self, action: np.ndarray) -> np.ndarray:
+        """[-1, 1] per dimension -> the env's Box (infinite bounds: unchanged)."""
+        a = np.clip(np.asarray(action, dtype=np.float64).reshape(-1), -1.0, 1.0)
+        mapped = np.where(self._scaled, self._low + (a + 1.0) * 0.5 * (self._high - self._low), a)
+        return mapped.reshape(self._act_shape).astype(self._act_dtype)
+
+    def is_success(self, obs: Any, info: dict[str, Any]) -> bool:
+        if self.success_fn is not None:
+            return bool(self.success_fn(obs, info))
+        if self.success_key not in info:
+            raise KeyError(
+                f"env.success_key={self.success_key!r} is not in the info it returned, which has keys "
+                f"{sorted(info) or 'none'}; set env.success_key to one of them, or env.success_fn=module:func"
+            )
+        return bool(info[self.success_key])
+
+    def _info(self, error: str | None = None) -> dict[str, Any]:
+        info = {"success": self._success, "ended": self._ended, "steps": self._steps}
+        if error is not None:
+            info["error"] = error
+        return info
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        self._success, self._steps = False, 0
+        try:
+            obs, _ = self.inner.reset(seed=seed, options=options)
+            flat = self._flatten(obs)
+        except Exception as err:  # the world starts failed; the caller decides if that is fatal
+            self._obs[:], self._ended = 0.0, FAILED
+            return self._obs.copy(), self._info(f"reset: {type(err).__name__}: {err}")
+        if not np.isfinite(flat).all():
+            self._obs[:], self._ended = 0.0, FAILED
+            return self._obs.copy(), self._info("reset: non-finite observation")
+        self._obs, self._ended = flat, RUNNING
+        return flat.copy(), self._info()
+
+    def step(self, action):
+        if self._ended != RUNNING:  # finished: frozen until the next reset
+            return self._obs.copy(), 0.0, False, False, self._info()
+        self._steps += 1
+        try:
+            obs, _, terminated, truncated, info = self.inner.step(self.to_env_action(action))
+            success = self.is_success(obs, info)
+            flat = self._flatten(obs)
+        except KeyError as err:
+            if "env.success_key" in str(err):
+                raise  # a config error, not a crash: let it surface
+            return self._fail(err)
+        except Exception as err:
+            return self._fail(err)
+        if not np.isfinite(flat).all():
+            return self._fail(None, "non-finite observation")
+        self._obs, self._success = flat, success
+        if success and self.terminate_on_success:
+            self._ended = SUCCEEDED
+        elif terminated or truncated:
+            self._ended = ENV_ENDED
+        elif self._steps >= self.horizon:
+            self._ended = HORIZON
+        return flat.copy(), float(success), False, False, self._info()
+
+    def _fail(self, err: BaseException | None, message: str | None = None):
+        self._ended, self._success = FAILED, False
+        text = message or f"{type(err).__name__}: {err}"
+        return self._obs.copy(), 0.0, False, False, self._info(f"step {self._steps}: {text}")
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def _make_world(cfg: EnvConfig, horizon: int) -> OutcomeEnv:  # a picklable factory for AsyncVectorEnv
+    return OutcomeEnv(cfg, horizon)
+
+
+# -- groups of worlds ------------------------------------------------------------------------------
+def probe(cfg: EnvConfig) -> tuple[gymnasium.Env, int]:
+    """Build one world and check it before any work starts: the spaces, the horizon, and the
+    success signal after one step. -> (the inner env, reusable as a world; the horizon)."""
+    inner = make_inner(cfg)
+    world = OutcomeEnv(cfg, 1, inner)
+    horizon = cfg.horizon
+    if horizon is None:
+        spec = getattr(inner, "spec", None)
+        horizon = getattr(spec, "max_episode_steps", None)
+        if horizon is None:
+            raise ValueError(f"{env_name(cfg)} has no time limit (spec.max_episode_steps); set env.horizon")
+    inner.reset(seed=0)
+    # one step from the middle of the action range, read the outcome as training will
+    obs, _, _, _, info = inner.step(world.to_env_action(np.zeros(world.action_space.shape)))
+    try:
+        world.is_success(obs, info)
+    except KeyError as err:
+        raise ValueError(f"{env_name(cfg)}: {err.args[0]}") from None
+    except Exception as err:
+        raise ValueError(f"env.success_fn={cfg.success_fn!r} failed: {type(err).__name__}: {err}") from None
+    return inner, int(horizon)
+
+
+class GymGroupEnv:
+    """`num_worlds` worlds of a Gymnasium env, reset from per-world seeds and stepped together;
+    the same interface as `BatchedEnv` (flags are sticky until the next reset)."""
+
+    def __init__(self, cfg: EnvConfig, num_worlds: int) -> None:
+        if num_worlds < 1:
+            raise ValueError(f"num_worlds must be >= 1, got {num_worlds}")
+        self.cfg = cfg
+        self.name = env_name(cfg)
+        self.num_worlds = B = num_worlds
+        inner, self.horizon = probe(cfg)
+        if cfg.vector == "sync":  # the probed env becomes world 0
+            first = OutcomeEnv(cfg, self.horizon, inner)
+            fns = [lambda: first] + [functools.partial(_make_world, cfg, self.horizon)] * (B - 1)
+            self.vec = gymnasium.vector.SyncVectorEnv(fns, autoreset_mode="Disabled")
+        else:
+            inner.close()
+            fns = [functools.partial(_make_world, cfg, self.horizon)] * B
+            self.vec = gymnasium.vector.AsyncVectorEnv(fns, autoreset_mode="Disabled")
+        self.obs_dim = int(self.vec.single_observation_space.shape[0])
+        self.action_dim = int(self.vec.single_action_space.shape[0])
+        self.check_seeding = cfg.check_seeding
+        self.seeds = np.zeros(B, dtype=np.int64)
+        self.steps = np.zeros(B, dtype=np.int64)
+        self.success = np.zeros(B, dtype=bool)
+        self.terminated = np.zeros(B, dtype=bool)  # ended by success (outcome=any_step)
+        self.truncated = np.zeros(B, dtype=bool)  # ended otherwise: horizon, the env's own end, failure
+        self.failed = np.zeros(B, dtype=bool)
+        self._obs = np.zeros((B, self.obs_dim), np.float32)
+        self._reported: set[str] = set()
+        self._was_reset = False
+
+    @property
+    def done(self) -> np.ndarray:
+        return self.terminated | self.truncated
+
+    def reset(self, seeds: Sequence[int]) -> np.ndarray:
+        seeds = np.asarray(seeds)
+        if seeds.shape != (self.num_worlds,) or not np.issubdtype(seeds.dtype, np.integer):
+            raise ValueError(
+                f"seeds must be {self.num_worlds} integers (one per world), got shape {seeds.shape} "
+                f"and dtype {seeds.dtype}"
+            )
+        if (seeds < 0).any():
+            raise ValueError(f"seeds must be >= 0, got {seeds[seeds < 0][0]}")
+        obs, info = self.vec.reset(seed=[int(s) for s in seeds])
+        self.seeds[:] = seeds
+        self._update(obs, info)
+        if self.failed.all():
+            raise RuntimeError(f"{self.name}: every world failed to reset; first error: {self._first_error(info)}")
+        if self.check_seeding and not self._was_reset:
+            self._check_seeding(seeds, obs)
+        self._was_reset = True
+        return self.obs()
+
+    def _check_seeding(self, seeds: np.ndarray, obs: np.ndarray) -> None:
+        ok = ~self.failed
+        unique, inverse, counts = np.unique(seeds, return_inverse=True, return_counts=True)
+        if (counts[inverse][ok] > 1).any():  # compare the members of each group with its first
+            first = {}
+            for i in np.flatnonzero(ok):
+                j = first.setdefault(inverse[i], i)
+                if not np.array_equal(obs[i], obs[j]):
+                    self._seeding_error(f"worlds {j} and {i} were both reset with seed {seeds[i]}", obs[j], obs[i])
+            return
+        again, _ = self.vec.reset(seed=[int(s) for s in seeds])  # no repeated seed: reset twice
+        for i in np.flatnonzero(ok):
+            if not np.array_equal(obs[i], again[i]):
+                self._seeding_error(f"world {i} was reset twice with seed {seeds[i]}", obs[i], again[i])
+
+    def _seeding_error(self, what: str, a: np.ndarray, b: np.ndarray) -> None:
+        k = int(np.argmax(np.abs(a - b)))
+        raise ValueError(
+            f"{self.name} ignores its reset seed: {what} but started from different observations "
+            f"(obs[{k}]: {a[k]:.6g} vs {b[k]:.6g}); GRPO groups need equal starts. Seed all of the env's "
+            "randomness in reset(seed=...), or set env.check_seeding=false if its observations are noisy by design"
+        )
+
+    def _update(self, obs: np.ndarray, info: dict[str, Any]) -> None:
+        ended = info["ended"]
+        self._obs[:] = obs
+        self.steps[:] = info["steps"]
+        self.success[:] = info["success"]
+        self.failed[:] = ended == FAILED
+        self.terminated[:] = ended == SUCCEEDED
+        self.truncated[:] = (ended != RUNNING) & (ended != SUCCEEDED)
+        if "error" in info:
+            for i in np.flatnonzero(info["_error"]):
+                message = str(info["error"][i])
+                error = message.split(": ", 1)[-1]
+                if error not in self._reported:  # each distinct error once, with where it happened
+                    self._reported.add(error)
+                    seed = self.seeds[i]
+                    log.warning("%s: world %d (seed %d) failed and was ended at %s", self.name, i, seed, message)
+
+    @staticmethod
+    def _first_error(info: dict[str, Any]) -> str:
+        errors = info.get("error")
+        return "unknown" if errors is None else str(errors[np.flatnonzero(info["_error"])[0]])
+
+    def obs(self) -> np.ndarray:
+        return self._obs.copy()
+
+    def step(self, actions: np.ndarray):
+        """`actions: [B, action_dim]` in [-1, 1]; rows of finished worlds are ignored. Returns
+        `(obs, reward, terminated, truncated, info)` like `BatchedEnv.step`."""
+        if not self._was_reset:
+            raise RuntimeError("call reset(seeds) before step()")
+        actions = np.asarray(actions, dtype=np.float32)
+        expected = (self.num_worlds, self.action_dim)
+        if actions.shape != expected:
+            raise ValueError(f"actions must have shape {expected}, got {actions.shape}")
+        active = ~self.done
+        bad = active & ~np.isfinite(actions).all(axis=1)
+        if bad.any():
+            raise ValueError(
+                f"actions must be finite, got non-finite values for worlds {np.flatnonzero(bad).tolist()} "
+                f"(expected shape {expected}, values in [-1, 1])"
+            )
+        obs, reward, _, _, info = self.vec.step(np.where(active[:, None], actions, 0.0))
+        self._update(obs, info)
+        info = {"is_success": self.success.copy(), "failed": self.failed.copy(), "n_failed": int(self.failed.sum()),
+                "active": active}  # fmt: skip
+        return self.obs(), (reward * active).astype(np.float32), self.terminated.copy(), self.truncated.copy(), info
+
+    def close(self) -> None:
+        self.vec.close()

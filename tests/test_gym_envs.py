@@ -1,0 +1,215 @@
+"""The Gymnasium backend on envs defined in tests/toy_envs.py: seeded groups, the success signal,
+observation and action mapping, contained crashes, bad input, and training end to end."""
+
+import json
+import logging
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+from test_train import ROOT, run_cli, small_config
+
+from grpo_robot.batched import group_seeds
+from grpo_robot.config import ConfigError, EnvConfig, env_config, to_train_config
+from grpo_robot.environment import make_env
+from grpo_robot.gym_vector import GymGroupEnv
+from grpo_robot.trainer import Trainer
+
+
+def toy(cls: str = "PointReach", **kw) -> EnvConfig:
+    return EnvConfig(task=None, entry_point=f"toy_envs:{cls}", horizon=kw.pop("horizon", 40), **kw)
+
+
+def steer(obs: np.ndarray, gain: float = 5.0) -> np.ndarray:
+    """A scripted controller for PointReach in the backend's [-1, 1] action units."""
+    return np.clip(gain * (obs[:, 2:4] - obs[:, 0:2]), -1.0, 1.0)
+
+
+@pytest.mark.parametrize("vector", ["sync", "async"])
+def test_group_reset_gives_equal_starts_and_seeds_matter(vector):
+    env = GymGroupEnv(toy(vector=vector), 6)
+    try:
+        obs = env.reset(group_seeds([3, 4, 5], 2)).reshape(3, 2, -1)
+        assert (obs[:, 0] == obs[:, 1]).all()  # bit-identical within a group
+        goals = obs[:, 0, 2:]
+        assert len({tuple(g) for g in goals}) == 3  # different seeds, different goals
+        again = env.reset(group_seeds([5, 3, 4], 2)).reshape(3, 2, -1)
+        assert (again[1] == obs[0]).all() and (again[0] == obs[2]).all()  # a seed is its start, in any world
+    finally:
+        env.close()
+
+
+def test_actions_are_mapped_onto_the_box_and_success_ends_the_episode():
+    env = GymGroupEnv(toy(), 4)
+    obs = env.reset(np.array([10, 11, 12, 13]))
+    inner = env.vec.envs[0].inner.unwrapped
+    env.step(np.array([[1.0, -0.5]] * 4))
+    np.testing.assert_allclose(inner.last_action, [2.0, -1.0])  # [-1, 1] -> [-2, 2]
+    assert (env.steps == 1).all()
+    env.reset(np.array([10, 11, 12, 13]))
+    rewards = []
+    obs = env.obs()
+    steer_worlds = np.array([True, True, False, False])  # worlds 2, 3 stand still
+    while not env.done.all():
+        actions = np.where(steer_worlds[:, None], steer(obs), 0.0)
+        obs, reward, terminated, truncated, info = env.step(actions)
+        rewards.append(reward)
+    goals = np.linalg.norm(obs[:, 2:], axis=1)
+    assert (goals[2:] > 0.1).all()  # standing still at the origin cannot succeed on these seeds
+    assert env.terminated.tolist() == [True, True, False, False]
+    assert env.truncated.tolist() == [False, False, True, True]
+    assert (env.steps[:2] < 40).all() and (env.steps[2:] == 40).all()  # success ends it, else the horizon
+    assert np.sum(rewards, axis=0).tolist() == [1.0, 1.0, 0.0, 0.0]  # one reward, on the success step
+    assert not env.failed.any()
+
+
+def test_final_step_outcome_judges_the_last_step():
+    env = GymGroupEnv(toy(outcome="final_step", horizon=30), 2)
+    obs = env.reset(np.array([10, 10]))
+    while not env.done.all():
+        obs, *_ = env.step(steer(obs) * np.array([[1.0], [0.0]]) if env.steps[0] < 20 else -np.ones((2, 2)))
+    assert (env.steps == 30).all() and not env.terminated.any()  # no early end on success
+    assert not env.success.any()  # world 0 reached the goal, then drove away from it
+
+
+def test_success_fn_and_dict_observations():
+    fn = GymGroupEnv(toy("NoSuccessKey", success_fn="toy_envs:goal_reached"), 2)
+    obs = fn.reset(np.array([10, 10]))
+    while not fn.done.all():
+        obs, *_ = fn.step(steer(obs))
+    assert fn.terminated.all()
+    plain = GymGroupEnv(toy(), 1).reset(np.array([7]))
+    picked = GymGroupEnv(toy("DictPointReach", obs_keys=["position", "goal"]), 1)
+    assert picked.obs_dim == 4
+    assert (picked.reset(np.array([7])) == plain).all()
+    every = GymGroupEnv(toy("DictPointReach"), 1)  # default: every key, in the space's (sorted) order
+    assert every.obs_dim == 5
+    assert (every.reset(np.array([7]))[0, :4] == plain[0, [2, 3, 0, 1]]).all()  # goal, position, time
+
+
+def test_env_that_ignores_its_seed_is_refused_unless_told():
+    with pytest.raises(ValueError, match="ignores its reset seed: worlds 0 and 1 were both reset with seed 3"):
+        GymGroupEnv(toy("GlobalRandomReach"), 4).reset(group_seeds([3, 4], 2))
+    with pytest.raises(ValueError, match="world 0 was reset twice with seed 3.*env.check_seeding=false"):
+        GymGroupEnv(toy("GlobalRandomReach"), 2).reset(np.array([3, 4]))  # no repeated seed: reset twice
+    noisy = GymGroupEnv(toy("GlobalRandomReach", check_seeding=False), 4)
+    obs = noisy.reset(group_seeds([3, 4], 2))
+    assert not (obs[0] == obs[1]).all()
+
+
+def test_registered_id_horizon_and_close_matches():
+    import toy_envs  # noqa: F401  (registers toy/PointReach-v0)
+
+    env = GymGroupEnv(EnvConfig(task=None, id="toy/PointReach-v0"), 2)
+    assert env.horizon == 40  # from the registered TimeLimit
+    env.reset(np.array([1, 2]))
+    while not env.done.all():
+        env.step(np.zeros((2, 2)))
+    assert (env.steps == 40).all()
+    short = GymGroupEnv(EnvConfig(task=None, id="toy/PointReach-v0", horizon=10), 1)
+    short.reset(np.array([1]))
+    while not short.done.all():
+        short.step(np.zeros((1, 2)))
+    assert short.steps[0] == 10
+    message = r"env.id='toy/PointRech-v0' is not a registered .*close matches: toy/PointReach-v0"
+    with pytest.raises(ValueError, match=message):
+        GymGroupEnv(EnvConfig(task=None, id="toy/PointRech-v0"), 1)
+
+
+@pytest.mark.parametrize(
+    ("cfg", "message"),
+    [
+        (toy("NoSuccessKey"),
+         r"env.success_key='is_success' is not in the info it returned, which has keys \['distance'\]"),
+        (toy("DiscreteActions"),
+         r"action space Discrete\(4\), which is not supported: continuous actions in a float gymnasium.spaces.Box"),
+        (EnvConfig(task=None, entry_point="no_such_pkg.envs:Arm", horizon=5),
+         r"env.entry_point='no_such_pkg.envs:Arm' could not be imported: ModuleNotFoundError: No module named "
+         "'no_such_pkg'"),
+        (toy("PointRach"), r"toy_envs has no attribute 'PointRach'; close matches: PointReach"),
+        (toy("DictPointReach", obs_keys=["pos"]), r"env.obs_keys names 'pos', but .* observes goal, position, time"),
+        (EnvConfig(task=None, entry_point="toy_envs:PointReach"), r"has no time limit .*set env.horizon"),
+        (toy(imports=["no_such_pkg"]), r"env.import='no_such_pkg' failed: ModuleNotFoundError"),
+    ],
+)  # fmt: skip
+def test_bad_envs_get_one_clear_line(cfg, message):
+    with pytest.raises(ValueError, match=message) as info:
+        make_env(cfg, 2)
+    assert "\n" not in str(info.value)
+
+
+def test_env_config_keys_are_checked():
+    assert env_config({"task": None, "id": "X-v0", "import": ["pkg"]}).imports == ["pkg"]
+    with pytest.raises(ConfigError, match=r"env.sucess_key is not an env key \(did you mean env.success_key\?\)"):
+        env_config({"task": None, "id": "X-v0", "sucess_key": "done"})
+    with pytest.raises(ConfigError, match=r"env.task='Reach' and env.id='FetchReach-v4' are both set"):
+        Trainer(small_config(env=EnvConfig(task="Reach", id="FetchReach-v4")), "/nonexistent")
+    with pytest.raises(ConfigError, match="pretrain=True is invalid: needs a built-in task"):
+        Trainer(small_config(env=toy(), pretrain=True), "/nonexistent")
+    saved = to_train_config({"env": {"task": None, "id": "X-v0", "import": ["pkg"]}})
+    assert saved.env.imports == ["pkg"]
+
+
+def test_crashing_and_nan_worlds_are_contained(caplog):
+    for cls, kw in (("PointReach", {"kwargs": {"crash_at": 3}}), ("NaNAfterFirstStep", {})):
+        env = GymGroupEnv(toy(cls, **kw), 8)
+        obs = env.reset(np.arange(8) + 100)
+        goal = obs[:, 2:]
+        with caplog.at_level(logging.WARNING, logger="grpo_robot.gym_vector"):
+            while not env.done.all():
+                obs, _, _, _, info = env.step(steer(obs))
+        doomed = goal[:, 0] > 0 if cls == "PointReach" else goal[:, 1] > 0
+        doomed &= env.steps >= (3 if cls == "PointReach" else 2)  # a world may succeed before its crash
+        assert doomed.any() and (env.failed == doomed).all(), (env.failed, doomed)
+        assert info["n_failed"] == doomed.sum()
+        assert env.success[~doomed].all() and not env.success[doomed].any()
+        assert np.isfinite(obs).all()  # a failed world keeps its last good observation
+    assert "simulated crash" in caplog.text and "non-finite observation" in caplog.text
+
+
+def test_training_on_a_gymnasium_env_learns_and_checkpoints(tmp_path):
+    cfg = small_config(env=toy(), iterations=12, eval_seeds=100,
+                       algo=replace(small_config().algo, group_size=8, groups_per_iter=16, lr=1e-3))  # fmt: skip
+    trainer = Trainer(cfg, tmp_path)
+    assert trainer.eval_env is trainer.env  # evaluated in chunks on the training worlds
+    before = trainer.evaluate()
+    trainer.run()
+    after = trainer.last_eval
+    trainer.close()
+    assert list(after.seeds) == list(before.seeds) and len(after.success) == 100
+    assert after.rate >= before.rate + 0.3, f"{before.rate:.2f} -> {after.rate:.2f}"
+    ckpt = torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=True)
+    assert ckpt["iteration"] == 12 and ckpt["config"]["env"]["entry_point"] == "toy_envs:PointReach"
+    resumed = Trainer(replace(cfg, iterations=13, resume=str(tmp_path / "checkpoints" / "last.pt")), tmp_path / "r")
+    assert resumed.iteration == 12
+
+
+def test_cli_trains_and_evaluates_a_registered_gym_env(tmp_path):
+    run_dir = tmp_path / "run"
+    args = ["env=gym", "env.id=toy/PointReach-v0", "env.import=[toy_envs]", "algo.group_size=4",
+            "algo.groups_per_iter=4", "iterations=2", "eval_seeds=20", "progress=false",
+            f"hydra.run.dir={run_dir}"]  # fmt: skip
+    result = run_cli("train.py", *args, cwd=ROOT / "tests")  # toy_envs.py is found in the working dir
+    assert result.returncode == 0, result.stderr
+    assert (run_dir / "checkpoints" / "last.pt").is_file()
+    assert "import:\n  - toy_envs" in (run_dir / "resolved_config.yaml").read_text()
+    result = run_cli("evaluate.py", f"checkpoint={run_dir}", "n_seeds=24", cwd=ROOT / "tests")
+    assert result.returncode == 0, result.stderr
+    record = json.loads(next(run_dir.glob("checkpoints/*_eval_24_deterministic.json")).read_text())
+    assert record["task"] == "toy/PointReach-v0" and record["n"] == 24  # 24 seeds on 16 worlds: two chunks
+    bad = run_cli("train.py", "env=gym", "env.id=toy/PointReach-v9", "env.import=[toy_envs]", cwd=ROOT / "tests")
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines()[-1].startswith("error: env.id='toy/PointReach-v9' is not a registered")
+    assert "close matches: toy/PointReach-v0" in bad.stderr
+
+
+def preset(*overrides: str):
+    """The training config composed from conf/ exactly as `scripts/train.py <overrides>` would."""
+    from hydra import compose, initialize_config_dir
+
+    from grpo_robot.config import register_configs
+
+    register_configs()
+    with initialize_config_dir(str(ROOT / "conf"), version_base="1.3"):
+        return to_train_config(compose("config", overrides=list(overrides)))
