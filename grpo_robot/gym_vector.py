@@ -101,7 +101,7 @@ def make_inner(cfg: EnvConfig) -> gymnasium.Env:
 
 
 def _space_error(cfg: EnvConfig, what: str, space: spaces.Space, supported: str) -> ValueError:
-    return ValueError(f"{env_name(cfg)} has a {what} space {space}, which is not supported: {supported}")
+    return ValueError(f"{env_name(cfg)}: its {what} space {space} is not supported; grpo-robot needs {supported}")
 
 
 def check_spaces(cfg: EnvConfig, env: gymnasium.Env) -> list[str] | None:

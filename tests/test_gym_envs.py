@@ -123,7 +123,8 @@ def test_registered_id_horizon_and_close_matches():
         (toy("NoSuccessKey"),
          r"env.success_key='is_success' is not in the info it returned, which has keys \['distance'\]"),
         (toy("DiscreteActions"),
-         r"action space Discrete\(4\), which is not supported: continuous actions in a float gymnasium.spaces.Box"),
+         r"its action space Discrete\(4\) is not supported; grpo-robot needs continuous actions in a float "
+         "gymnasium.spaces.Box"),
         (EnvConfig(task=None, entry_point="no_such_pkg.envs:Arm", horizon=5),
          r"env.entry_point='no_such_pkg.envs:Arm' could not be imported: ModuleNotFoundError: No module named "
          "'no_such_pkg'"),
@@ -197,6 +198,7 @@ def test_cli_trains_and_evaluates_a_registered_gym_env(tmp_path):
     result = run_cli("evaluate.py", f"checkpoint={run_dir}", "n_seeds=24", cwd=ROOT / "tests")
     assert result.returncode == 0, result.stderr
     record = json.loads(next(run_dir.glob("checkpoints/*_eval_24_deterministic.json")).read_text())
+    assert not (ROOT / "tests" / "evaluate.log").exists()  # the evaluation writes only its JSON
     assert record["task"] == "toy/PointReach-v0" and record["n"] == 24  # 24 seeds on 16 worlds: two chunks
     bad = run_cli("train.py", "env=gym", "env.id=toy/PointReach-v9", "env.import=[toy_envs]", cwd=ROOT / "tests")
     assert bad.returncode == 2
@@ -213,3 +215,36 @@ def preset(*overrides: str):
     register_configs()
     with initialize_config_dir(str(ROOT / "conf"), version_base="1.3"):
         return to_train_config(compose("config", overrides=list(overrides)))
+
+
+def test_custom_envs_doc_example_runs_as_written(tmp_path, monkeypatch):
+    """docs/custom_envs.md: its module, saved as my_envs.py, imported and checked here; then its
+    command, run from the module's directory, trains to the result the page states."""
+    import re
+    import subprocess
+    import sys
+
+    doc = (ROOT / "docs" / "custom_envs.md").read_text()
+    code = re.search(r"```python\n(.*?)```", doc, re.S).group(1)
+    command = re.search(r"```bash\n(python scripts/train.py env=gym env.entry_point=my_envs:BallReach .*?)\n```", doc)
+    (tmp_path / "my_envs.py").write_text(code)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import my_envs
+
+    cfg = EnvConfig(task=None, entry_point="my_envs:BallReach", horizon=50)
+    env = GymGroupEnv(cfg, 4)
+    obs = env.reset(group_seeds([0, 1], 2))
+    assert (obs[0] == obs[1]).all() and not (obs[0] == obs[2]).all()
+    ball = env.vec.envs[2].inner  # put world 2's ball on its goal: that step succeeds
+    assert isinstance(ball, my_envs.BallReach)
+    ball.data.qpos[:] = ball.goal
+    env.step(np.zeros((4, 2)))
+    assert env.success.tolist() == [False, False, True, False] and env.terminated[2]
+
+    args = command.group(1).split()[2:]  # after "python scripts/train.py"
+    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "train.py"), *args, f"hydra.run.dir={tmp_path}/run"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["iterations"] == 15 and summary["eval"]["n"] == 200
+    assert summary["eval"]["success_rate"] >= 0.95, summary["eval"]  # the page states 100%
