@@ -152,6 +152,7 @@ class TrainConfig:
     eval_every: int = 25  # iterations between evaluations (and at the end)
     eval_seeds: int = 200  # held-out seeds per evaluation
     eval_deterministic: bool = True  # mean action in evaluation
+    eval_at_start: bool = False  # also evaluate the initial policy (always done for init_from / pretrain)
     checkpoint_every: int = 10  # iterations between `last` checkpoints (and at every eval and the end)
     resume: str | None = None  # checkpoint file or run directory to continue
     init_from: str | None = None  # start from this policy checkpoint (e.g. behaviour cloning); it is the KL reference

@@ -345,7 +345,9 @@ class Trainer:
         if cfg.pretrain and self.iteration == 0 and not cfg.resume:
             self.pretrain()
         self.writer = SummaryWriter(str(self.run_dir / "tb"))
-        if self.pretrained is not None and self.iteration == 0:
+        if self.iteration == 0 and (self.pretrained is not None or cfg.eval_at_start):
+            if self.pretrained is None:
+                self.pretrained = {"source": f"random initial weights (seed {cfg.seed})"}
             # the starting point, on the same held-out seeds, at env step 0
             initial = self.last_eval if cfg.pretrain else self.evaluate()
             self.pretrained["eval"] = initial.to_json(episodes=False)

@@ -170,16 +170,17 @@ def test_crashing_and_nan_worlds_are_contained(caplog):
 
 
 def test_training_on_a_gymnasium_env_learns_and_checkpoints(tmp_path):
-    cfg = small_config(env=toy(), iterations=12, eval_seeds=100,
+    cfg = small_config(env=toy(), iterations=12, eval_seeds=100, eval_at_start=True,
                        algo=replace(small_config().algo, group_size=8, groups_per_iter=16, lr=1e-3))  # fmt: skip
     trainer = Trainer(cfg, tmp_path)
     assert trainer.eval_env is trainer.env  # evaluated in chunks on the training worlds
-    before = trainer.evaluate()
-    trainer.run()
+    summary = trainer.run()
     after = trainer.last_eval
     trainer.close()
-    assert list(after.seeds) == list(before.seeds) and len(after.success) == 100
-    assert after.rate >= before.rate + 0.3, f"{before.rate:.2f} -> {after.rate:.2f}"
+    before = summary["initial_policy"]["eval"]  # eval_at_start: the random policy on the same seeds
+    assert summary["initial_policy"]["source"] == "random initial weights (seed 0)"
+    assert before["n"] == len(after.success) == 100
+    assert after.rate >= before["success_rate"] + 0.3, f"{before['success_rate']:.2f} -> {after.rate:.2f}"
     ckpt = torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=True)
     assert ckpt["iteration"] == 12 and ckpt["config"]["env"]["entry_point"] == "toy_envs:PointReach"
     resumed = Trainer(replace(cfg, iterations=13, resume=str(tmp_path / "checkpoints" / "last.pt")), tmp_path / "r")
