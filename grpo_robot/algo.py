@@ -66,6 +66,28 @@ def rloo_advantages(rewards: torch.Tensor, eps: float = 0.0) -> torch.Tensor:
     return rewards - others
 
 
+def gae(
+    rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: float, lam: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Generalized advantage estimation (Schulman et al. 2016) over padded trajectories.
+
+    `rewards, values: [T, B]` per step, `mask: [T, B]` valid steps (each trajectory's valid steps
+    first). Every episode end is terminal: success, the horizon (an outcome-only task has failed
+    by then) and a physics failure alike, so the value after a trajectory's last step is 0.
+    -> (advantages [T, B], returns = advantages + values [T, B]), zero on padding.
+    """
+    mask_f = mask.to(values.dtype)
+    adv = torch.zeros_like(values)
+    next_adv = torch.zeros_like(values[0])
+    next_value = torch.zeros_like(values[0])
+    for t in range(values.shape[0] - 1, -1, -1):
+        nonterminal = mask_f[t + 1] if t + 1 < values.shape[0] else torch.zeros_like(mask_f[t])
+        delta = rewards[t] + gamma * next_value * nonterminal - values[t]
+        adv[t] = (delta + gamma * lam * nonterminal * next_adv) * mask_f[t]
+        next_adv, next_value = adv[t], values[t]
+    return adv, (adv + values) * mask_f
+
+
 def mixed_fraction(rewards: torch.Tensor) -> float:
     """Fraction of groups `[G, N]` whose outcomes are not all equal (the groups that teach)."""
     return (rewards.amax(-1) != rewards.amin(-1)).to(torch.float64).mean().item()

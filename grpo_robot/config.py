@@ -88,7 +88,7 @@ def policy_kwargs(cfg: PolicyConfig) -> dict[str, Any]:
 @dataclass
 class AlgoConfig:
     name: str = "grpo"
-    advantage: str = "grpo"  # grpo | dr_grpo | rloo (grpo_robot.algo.ADVANTAGE_ESTIMATORS)
+    advantage: str = "grpo"  # grpo | dr_grpo | rloo (grpo_robot.algo.ADVANTAGE_ESTIMATORS) | gae (PPO's critic)
     ratio: str = "action"  # action: one ratio per step | token: one per token | sequence: GSPO's per trajectory
     aggregation: str = "seq-mean-token-mean"  # | token-mean (DAPO) | seq-mean-token-sum-norm (Dr. GRPO)
     group_size: int = 16  # N rollouts per initial condition
@@ -109,6 +109,11 @@ class AlgoConfig:
     lr: float = 3e-4  # Adam learning rate
     lr_schedule: str = "constant"  # constant | linear (to 0 at the last iteration)
     max_grad_norm: float | None = 1.0  # null disables clipping
+    # advantage=gae (PPO with a learned value function) only
+    gamma: float = 0.99  # discount
+    gae_lambda: float = 0.95  # GAE's bias-variance trade-off
+    vf_coef: float = 0.5  # weight of the value loss
+    normalize_advantages: bool = False  # standardize advantages per minibatch (PPO's usual practice)
 
 
 @dataclass
@@ -221,9 +226,18 @@ def validate(cfg: TrainConfig | DictConfig) -> None:
     pol, algo = cfg.policy, cfg.algo
     validate_env(cfg.env)
     validate_policy(pol)
-    _check(algo.advantage in ADVANTAGE_ESTIMATORS, "algo.advantage", algo.advantage,
-           f"must be one of {', '.join(ADVANTAGE_ESTIMATORS)}")  # fmt: skip
-    _check(algo.group_size >= 2, "algo.group_size", algo.group_size, "must be >= 2 (advantages are group-relative)")
+    _check(algo.advantage in (*ADVANTAGE_ESTIMATORS, "gae"), "algo.advantage", algo.advantage,
+           f"must be one of {', '.join(ADVANTAGE_ESTIMATORS)}, gae")  # fmt: skip
+    if algo.advantage == "gae":
+        _check(algo.group_size >= 1, "algo.group_size", algo.group_size, "must be >= 1")
+    else:
+        _check(algo.group_size >= 2, "algo.group_size", algo.group_size,
+               "must be >= 2 (advantages are group-relative; only advantage=gae takes 1)")  # fmt: skip
+    _check(not (algo.dynamic_sampling and algo.advantage == "gae"), "algo.dynamic_sampling", algo.dynamic_sampling,
+           "is for group advantages; PPO (advantage=gae) learns from every trajectory")  # fmt: skip
+    _check(0 < algo.gamma <= 1, "algo.gamma", algo.gamma, "must be in (0, 1]")
+    _check(0 <= algo.gae_lambda <= 1, "algo.gae_lambda", algo.gae_lambda, "must be in [0, 1]")
+    _check(algo.vf_coef > 0, "algo.vf_coef", algo.vf_coef, "must be > 0")
     _check(algo.groups_per_iter >= 1, "algo.groups_per_iter", algo.groups_per_iter, "must be >= 1")
     _check(algo.epochs >= 1, "algo.epochs", algo.epochs, "must be >= 1")
     n_traj = algo.group_size * algo.groups_per_iter

@@ -4,7 +4,8 @@ Metric names (TensorBoard, x-axis = env steps):
   charts/  train_success, eval_success, eval_success_low, eval_success_high, mixed_groups,
            mean_abs_advantage, failed_worlds, env_steps_per_s; with dynamic sampling also
            groups_drawn, groups_kept, drawn_success (train_success is then over kept groups)
-  losses/  policy_loss, clip_fraction, approx_kl, kl_ref, entropy, grad_norm, skipped_steps
+  losses/  policy_loss, clip_fraction, approx_kl, kl_ref, entropy, grad_norm, skipped_steps;
+           with a critic (algo=ppo) also value_loss, and charts/explained_variance
   time/    rollout_s, update_s
 """
 
@@ -23,7 +24,7 @@ import torch
 from omegaconf import OmegaConf
 
 from grpo_robot import checkpoint, machine
-from grpo_robot.algo import ADVANTAGE_ESTIMATORS, AGGREGATIONS, KL_ESTIMATORS, clipped_surrogate, mixed_fraction
+from grpo_robot.algo import ADVANTAGE_ESTIMATORS, AGGREGATIONS, KL_ESTIMATORS, clipped_surrogate, gae, mixed_fraction
 from grpo_robot.batched import group_seeds
 from grpo_robot.config import TrainConfig, config_dict, env_name, env_source, policy_kwargs, validate
 from grpo_robot.environment import make_env
@@ -130,7 +131,13 @@ class Trainer:
         # the frozen reference, the initial policy, exists only when the KL term is on
         self.reference = self._freeze(self.policy) if algo.kl_beta > 0 else None
         self.task = task
-        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=algo.lr, eps=1e-5)
+        self.critic = None  # PPO's value function (advantage=gae)
+        if algo.advantage == "gae":
+            from grpo_robot.critic import ValueFunction
+
+            sizes, activation = list(cfg.policy.hidden_sizes), cfg.policy.activation
+            self.critic = ValueFunction(env.obs_dim, sizes, activation).to(self.device)
+        self.optimizer = self._make_optimizer()
         self.iteration = 0
         self.env_steps = 0
         self.sampling: dict[str, float] = {}  # dynamic-sampling counts of the last iteration
@@ -157,7 +164,7 @@ class Trainer:
             demos_path, collect_stats = data.save(self.run_dir / "demos.npz"), stats.to_json()
             (self.run_dir / "demos.json").write_text(json.dumps(collect_stats, indent=1))
         self.policy, result = clone(data, cfg.policy, cfg.bc, self.device)
-        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=cfg.algo.lr, eps=1e-5)
+        self.optimizer = self._make_optimizer()
         bc_eval = self.evaluate()
         record = checkpoint_from_bc(self.policy, cfg, str(demos_path), result, bc_eval)
         checkpoint.save_atomic(record, self.run_dir / "bc.pt")
@@ -166,6 +173,10 @@ class Trainer:
         self.pretrained = {"source": str(self.run_dir / "bc.pt"), "demo_episodes": data.n_episodes}
         if cfg.algo.kl_beta > 0:
             self.reference = self._freeze(self.policy)
+
+    def _make_optimizer(self) -> torch.optim.Adam:
+        params = list(self.policy.parameters()) + ([] if self.critic is None else list(self.critic.parameters()))
+        return torch.optim.Adam(params, lr=self.cfg.algo.lr, eps=1e-5)
 
     @staticmethod
     def _freeze(policy):
@@ -217,21 +228,38 @@ class Trainer:
         adv = ADVANTAGE_ESTIMATORS[self.cfg.algo.advantage](rewards, self.cfg.algo.adv_eps)
         return adv.reshape(-1).to(torch.float32), rewards
 
-    def update(self, packed: tuple[torch.Tensor, ...], advantages: torch.Tensor, it: int) -> dict[str, float]:
+    def gae_advantages(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """PPO's per-step advantages from the value function: the reward is the binary outcome on a
+        trajectory's last step. -> (advantages [S], returns [S], values [S]) over `batch.packed()` steps."""
+        algo = self.cfg.algo
+        with torch.no_grad():
+            values = self.critic(self.policy.obs_norm(batch.obs))  # [T, B]
+        last = batch.mask.sum(0) - 1  # [B] index of each trajectory's last step
+        rewards = torch.zeros_like(values)
+        rewards[last.clamp(min=0), torch.arange(values.shape[1], device=values.device)] = batch.success
+        adv, returns = gae(rewards, values, batch.mask, algo.gamma, algo.gae_lambda)
+        t_idx, traj = batch.mask.nonzero(as_tuple=True)
+        return adv[t_idx, traj], returns[t_idx, traj], values[t_idx, traj]
+
+    def update(
+        self, packed: tuple[torch.Tensor, ...], advantages: torch.Tensor, it: int, returns: torch.Tensor | None = None
+    ) -> dict[str, float]:
         """K epochs of minibatches over trajectories.
 
-        `packed`: a batch's valid steps, as `Batch.packed()` returns them. Each minibatch's loss
-        is the clipped surrogate per element (token, action or trajectory, `algo.ratio`), minus
-        the KL penalty, plus the entropy bonus, aggregated by `algo.aggregation`.
+        `packed`: a batch's valid steps, as `Batch.packed()` returns them. `advantages`: one per
+        trajectory `[B]` (GRPO family), or one per packed step `[S]` with the value targets
+        `returns [S]` (PPO). Each minibatch's loss is the clipped surrogate per element (token,
+        action or trajectory, `algo.ratio`), minus the KL penalty, plus the entropy bonus,
+        aggregated by `algo.aggregation`; with a critic, plus `vf_coef` x the value loss.
         """
         algo = self.cfg.algo
         obs, raw, logp_old, traj, lengths = packed  # logp_old: [S, n_tokens]
-        adv = advantages[traj]
-        n_traj = len(advantages)
+        adv = advantages[traj] if returns is None else advantages
+        n_traj = len(lengths)
         # zero-advantage steps add nothing to the surrogate's gradient: leave them out unless a
-        # KL or entropy term needs them (every aggregation keeps its full denominator)
+        # KL or entropy term, or the value loss, needs them (every aggregation keeps its full denominator)
         keep = torch.ones_like(adv, dtype=torch.bool)
-        if algo.kl_beta == 0 and algo.entropy_coef == 0:
+        if algo.kl_beta == 0 and algo.entropy_coef == 0 and returns is None:
             keep = adv != 0
         logp_ref = None
         if self.reference is not None:
@@ -252,13 +280,21 @@ class Trainer:
                     continue
                 logp, entropy = self.policy.log_probs(obs[sel], raw[sel])
                 ref = None if logp_ref is None else logp_ref[sel]
-                terms = self.loss_terms(logp, logp_old[sel], ref, entropy, adv[sel], traj[sel], lengths)
+                adv_mb = adv[sel]
+                if algo.normalize_advantages and len(adv_mb) > 1:
+                    adv_mb = (adv_mb - adv_mb.mean()) / (adv_mb.std() + 1e-8)
+                terms = self.loss_terms(logp, logp_old[sel], ref, entropy, adv_mb, traj[sel], lengths)
                 objective, surrogate, elem_traj, elem_lengths, ratio, clipped, kl_ref = terms
                 aggregate = AGGREGATIONS[algo.aggregation]
                 loss = -aggregate(objective, elem_traj, elem_lengths, members, self.norm)
+                value_loss = torch.zeros(())
+                if returns is not None:
+                    value = self.critic(self.policy.obs_norm(obs[sel]))
+                    value_loss = 0.5 * (value - returns[sel]).pow(2).mean()
+                    loss = loss + algo.vf_coef * value_loss
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
-                grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), max_norm)
+                grad_norm = torch.nn.utils.clip_grad_norm_(self.optimizer.param_groups[0]["params"], max_norm)
                 if not (torch.isfinite(loss) and torch.isfinite(grad_norm)):
                     stats.add(skipped_steps=1)  # a NaN never reaches the weights
                     self.optimizer.zero_grad(set_to_none=True)
@@ -275,6 +311,7 @@ class Trainer:
                         entropy=entropy.sum(-1).mean().item(),
                         grad_norm=grad_norm.item(),
                         skipped_steps=0,
+                        **({} if returns is None else {"value_loss": value_loss.item()}),
                     )
         return stats.means()
 
@@ -362,9 +399,17 @@ class Trainer:
                 t0 = time.perf_counter()
                 batch = self.rollout(it)
                 t1 = time.perf_counter()
-                advantages, outcomes = self.advantages(batch)
                 packed = batch.packed()
-                update_stats = self.update(packed, advantages, it)
+                outcomes = batch.success.view(-1, self.group_size)
+                critic_stats = {}
+                if self.critic is None:
+                    advantages, _ = self.advantages(batch)
+                    update_stats = self.update(packed, advantages, it)
+                else:
+                    advantages, returns, values = self.gae_advantages(batch)
+                    update_stats = self.update(packed, advantages, it, returns)
+                    residual = (returns - values).var() / returns.var().clamp(min=1e-12)
+                    critic_stats = {"charts/explained_variance": 1.0 - residual.item()}
                 if self.update_obs_norm:  # after the update: one normalization per iteration
                     self.policy.obs_norm.update(packed[0])
                 t2 = time.perf_counter()
@@ -380,6 +425,7 @@ class Trainer:
                     "time/rollout_s": t1 - t0,
                     "time/update_s": t2 - t1,
                     **{f"losses/{k}": v for k, v in update_stats.items()},
+                    **critic_stats,
                     **self.sampling,
                 }
                 out_of_time = (
@@ -461,6 +507,7 @@ class Trainer:
             "policy": checkpoint.policy_record(self.policy),
             "optimizer": self.optimizer.state_dict(),
             "reference": None if self.reference is None else self.reference.state_dict(),
+            "critic": None if self.critic is None else self.critic.state_dict(),
             "eval": None if self.last_eval is None else self.last_eval.to_json(),
         }
 
@@ -481,6 +528,10 @@ class Trainer:
             if ckpt["reference"] is None:
                 raise ValueError("cannot resume with algo.kl_beta > 0: the checkpoint holds no reference policy")
             self.reference.load_state_dict(ckpt["reference"])
+        if self.critic is not None:
+            if ckpt.get("critic") is None:
+                raise ValueError("cannot resume with algo.advantage=gae: the checkpoint holds no value function")
+            self.critic.load_state_dict(ckpt["critic"])
         self.iteration = int(ckpt["iteration"])
         self.env_steps = int(ckpt["env_steps"])
         self.best_eval = float(ckpt["best_eval"])

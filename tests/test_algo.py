@@ -8,6 +8,7 @@ import torch
 from grpo_robot.algo import (
     broadcast_to_steps,
     clipped_surrogate,
+    gae,
     grpo_advantages,
     kl_k3,
     mixed_fraction,
@@ -180,3 +181,19 @@ def test_aggregations_by_hand():
     # elements left out (zero advantage) still count in token-mean's denominator
     keep = traj != 1
     assert AGGREGATIONS["token-mean"](values[keep], traj[keep], lengths, members, 4.0).item() == pytest.approx(16 / 6)
+
+
+def test_gae_by_hand():
+    """Two trajectories, time-major: a 3-step success and a 1-step failure padded to 3."""
+    rewards = torch.tensor([[0.0, 0.0], [0.0, 0.0], [1.0, 0.0]])
+    values = torch.tensor([[0.5, 0.2], [0.6, 9.0], [0.7, 9.0]])  # padding values must not leak
+    mask = torch.tensor([[True, True], [True, False], [True, False]])
+    adv, returns = gae(rewards, values, mask, gamma=0.9, lam=0.8)
+    # t=2: 1 - 0.7 = 0.3; t=1: (0.9*0.7 - 0.6) + 0.72*0.3 = 0.246; t=0: (0.9*0.6 - 0.5) + 0.72*0.246
+    expected = torch.tensor([[0.04 + 0.72 * 0.246, -0.2], [0.246, 0.0], [0.3, 0.0]])
+    torch.testing.assert_close(adv, expected)
+    torch.testing.assert_close(returns, (expected + values) * mask)
+    # gamma = lambda = 1: the Monte Carlo return minus the value
+    adv, returns = gae(rewards, values, mask, gamma=1.0, lam=1.0)
+    torch.testing.assert_close(adv[:, 0], 1.0 - values[:, 0])
+    torch.testing.assert_close(returns[:, 0], torch.ones(3))
