@@ -60,7 +60,7 @@ def test_autoregressive_token_ignores_later_tokens():
 @pytest.mark.parametrize("head", ["factorized", "autoregressive"])
 def test_tokenized_policy_learns_reach(tmp_path, head):
     cfg = small_config(
-        iterations=20,
+        iterations=30,  # seeds 0-2 of both heads reach 99-100% here; at 20 iterations, 20-91% by seed
         eval_seeds=100,
         policy=PolicyConfig(type="tokenized", head=head, bins=64, hidden_sizes=[64, 64]),
         algo=AlgoConfig(group_size=8, groups_per_iter=32, lr=1e-3, ratio="token"),
@@ -69,7 +69,7 @@ def test_tokenized_policy_learns_reach(tmp_path, head):
     before = trainer.evaluate().rate
     trainer.run()
     after = trainer.last_eval.rate
-    assert after >= before + 0.4, f"{head}: success {before:.2f} -> {after:.2f}"
+    assert after >= before + 0.6, f"{head}: success {before:.2f} -> {after:.2f}"
 
 
 @pytest.mark.parametrize(
@@ -111,3 +111,16 @@ def test_dynamic_sampling_keeps_only_mixed_groups(tmp_path):
     trainer.cfg = replace(trainer.cfg, iterations=5, max_env_steps=1)
     trainer.run()
     assert trainer.iteration == 1 and trainer.env_steps >= batch.simulated_steps
+
+
+def test_inverse_cdf_sampler_draws_the_categorical():
+    from grpo_robot.policies.tokenized import sample_categorical
+
+    probs = torch.tensor([0.5, 0.0, 0.2, 0.3, 0.0])
+    logits = torch.log(probs).expand(40_000, 5)  # -inf for the empty bins
+    draws = sample_categorical(logits, torch.Generator().manual_seed(0))
+    freq = torch.bincount(draws, minlength=5).double() / len(draws)
+    assert freq[1] == 0 and freq[4] == 0  # a bin of probability 0 is never drawn
+    torch.testing.assert_close(freq, probs.double(), atol=0.01, rtol=0)  # 0.01 is > 4 standard errors
+    again = sample_categorical(logits, torch.Generator().manual_seed(0))
+    assert torch.equal(draws, again)
