@@ -367,7 +367,12 @@ class Trainer:
             surrogate, ratio, clipped = clipped_surrogate(logp, logp_old, adv, clip_low, clip_high, algo.dual_clip)
             kl_ref = kl_fn(logp, logp_ref) if logp_ref is not None else torch.zeros_like(surrogate)
             ent = entropy
-        objective = surrogate - algo.kl_beta * kl_ref + algo.entropy_coef * ent
+        objective = surrogate
+        # terms with a zero weight stay out of the graph: backward would still walk them
+        if algo.kl_beta > 0:
+            objective = objective - algo.kl_beta * kl_ref
+        if algo.entropy_coef > 0:
+            objective = objective + algo.entropy_coef * ent
         return objective, surrogate, elem_traj, elem_lengths, ratio, clipped, kl_ref
 
     # -- the loop -----------------------------------------------------------------------------------
