@@ -158,6 +158,7 @@ class TrainConfig:
     eval_seeds: int = 200  # held-out seeds per evaluation
     eval_deterministic: bool = True  # mean action in evaluation
     eval_at_start: bool = False  # also evaluate the initial policy (always done for init_from / pretrain)
+    target_success: float | None = None  # stop at the first evaluation at or above this success rate (time-to-target)
     checkpoint_every: int = 10  # iterations between `last` checkpoints (and at every eval and the end)
     resume: str | None = None  # checkpoint file or run directory to continue
     init_from: str | None = None  # start from this policy checkpoint (e.g. behaviour cloning); it is the KL reference
@@ -271,6 +272,8 @@ def validate(cfg: TrainConfig | DictConfig) -> None:
            "must be > 0 or null")  # fmt: skip
     _check(cfg.eval_every >= 1, "eval_every", cfg.eval_every, "must be >= 1")
     _check(cfg.eval_seeds >= 1, "eval_seeds", cfg.eval_seeds, "must be >= 1")
+    _check(cfg.target_success is None or 0 < cfg.target_success <= 1, "target_success", cfg.target_success,
+           "must be in (0, 1] or null")  # fmt: skip
     _check(cfg.checkpoint_every >= 1, "checkpoint_every", cfg.checkpoint_every, "must be >= 1")
     _check(cfg.seed >= 0, "seed", cfg.seed, "must be >= 0")
     _check(not (cfg.pretrain and cfg.init_from), "pretrain", cfg.pretrain,

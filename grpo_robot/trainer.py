@@ -12,6 +12,7 @@ Metric names (TensorBoard, x-axis = env steps):
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 import time
@@ -143,6 +144,11 @@ class Trainer:
         self.sampling: dict[str, float] = {}  # dynamic-sampling counts of the last iteration
         self.best_eval = -1.0
         self.last_eval: EvalResult | None = None
+        self.eval_seconds = 0.0  # spent in evaluations, so time-to-target can leave them out
+        # the first evaluation at cfg.target_success: {"success": target, "reached", "iteration", "env_steps", ...}
+        self.target: dict[str, Any] = (
+            {} if cfg.target_success is None else {"target": cfg.target_success, "reached": False}
+        )
         if cfg.resume:
             self._restore(checkpoint.load(cfg.resume, map_location=self.device))
         self.writer = None
@@ -395,6 +401,8 @@ class Trainer:
             self.pretrained["eval"] = initial.to_json(episodes=False)
             for tag, value in (("rate", initial.rate), ("low", initial.interval[0]), ("high", initial.interval[1])):
                 self.writer.add_scalar(f"charts/eval_success{'' if tag == 'rate' else '_' + tag}", value, 0)
+        if self.iteration == 0 and self.last_eval is not None and self._check_target(self.last_eval, start_time):
+            cfg = dataclasses.replace(cfg, iterations=0)  # the start already meets the target
         bar = tqdm(
             total=cfg.iterations, initial=self.iteration, disable=not cfg.progress, unit="it", dynamic_ncols=True
         )
@@ -439,6 +447,8 @@ class Trainer:
                 last = self.iteration == cfg.iterations or out_of_time
                 if self.iteration % cfg.eval_every == 0 or last:
                     result = self.evaluate()
+                    if self._check_target(result, start_time):
+                        out_of_time = last = True  # the target is reached: save, summarize, stop
                     low, high = result.interval
                     scalars.update(
                         {
@@ -473,6 +483,8 @@ class Trainer:
             "best_eval": self.best_eval,
             "run_dir": str(self.run_dir),
             "initial_policy": self.pretrained,
+            "target": self.target,
+            "eval_seconds": self.eval_seconds,
             "machine": machine.describe(),
         }
         brief = {**summary, "eval": None if final is None else final.to_json(episodes=False)}
@@ -481,6 +493,16 @@ class Trainer:
             (self.run_dir / "eval.json").write_text(json.dumps(final.to_json(), indent=1))
         return summary
 
+    def _check_target(self, result: EvalResult, start_time: float) -> bool:
+        """Record the first evaluation at `target_success` or above; True when it is this one."""
+        target = self.cfg.target_success
+        if target is None or self.target.get("reached") or result.rate < target:
+            return False
+        seconds = time.perf_counter() - start_time
+        self.target.update(reached=True, iteration=self.iteration, env_steps=self.env_steps, success=result.rate,
+                           seconds=seconds, train_seconds=seconds - self.eval_seconds)  # fmt: skip
+        return True
+
     def close(self) -> None:
         """Release the envs (worker processes of `env.vector=async`)."""
         self.env.close()
@@ -488,6 +510,7 @@ class Trainer:
             self.eval_env.close()
 
     def evaluate(self) -> EvalResult:
+        start = time.perf_counter()
         cfg = self.cfg
         generator = iteration_generator(cfg.seed, self.iteration, self.device, STREAM_EVAL)
         self.last_eval = evaluate(
@@ -499,6 +522,7 @@ class Trainer:
             generator,
             self.final_step_outcome,
         )
+        self.eval_seconds += time.perf_counter() - start
         return self.last_eval
 
     # -- checkpoints --------------------------------------------------------------------------------

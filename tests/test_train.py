@@ -221,3 +221,14 @@ def test_multirun_over_seeds(tmp_path):
         assert ckpt["config"]["seed"] == seed
         weights.append(ckpt["policy"]["state_dict"]["mean_head.0.weight"])
     assert not torch.equal(*weights)
+
+
+def test_training_stops_at_the_target_success_and_records_when(tmp_path):
+    cfg = small_config(iterations=60, eval_every=2, eval_seeds=100, target_success=0.9)
+    summary = Trainer(cfg, tmp_path).run()
+    target = summary["target"]
+    assert target["reached"] and target["success"] >= 0.9
+    assert summary["iterations"] == target["iteration"] < 60  # stopped at the first evaluation at the target
+    assert target["env_steps"] == summary["env_steps"]
+    assert 0 < target["train_seconds"] == pytest.approx(target["seconds"] - summary["eval_seconds"])
+    assert torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=True)["iteration"] == target["iteration"]
