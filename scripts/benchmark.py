@@ -183,6 +183,148 @@ def cmd_profile(args: argparse.Namespace) -> None:
     print(f"rollout / limit: {rate / limit_rate:.2f}")
 
 
+# -- train: time to target -------------------------------------------------------------------------
+BC_PRESETS = {"PushCube": "push_cube_bc", "LiftCube": "lift_cube_bc", "PlaceCube": "place_cube_bc"}
+ENV_PRESETS = {"Reach": "reach", "PushCube": "push_cube", "LiftCube": "lift_cube", "PlaceCube": "place_cube"}
+
+
+def bc_checkpoint(task: str, seed: int, out: Path) -> Path:
+    """The behaviour-cloned start of `experiment=<task>_bc seed=<seed>`, made once and shared by every
+    algorithm of that seed: demos, cloning and its evaluation, as the pipeline would."""
+    from grpo_robot.trainer import Trainer
+
+    run_dir = out / f"bc_seed{seed}"
+    if not (run_dir / "bc.pt").is_file():
+        trainer = Trainer(compose(f"experiment={BC_PRESETS[task]}", f"seed={seed}", "progress=false"), run_dir)
+        trainer.pretrain()
+        trainer.close()
+    return run_dir / "bc.pt"
+
+
+def run_config(task: str, algo: str, start: str, seed: int, args: argparse.Namespace, init: Path | None):
+    """The training config of one benchmark run: the task's pipeline preset from a BC start, the
+    default job's settings on the task from scratch; the algorithm preset; stop at the target."""
+    experiment = f"experiment={BC_PRESETS[task]}" if start == "bc" else "experiment=push_from_scratch"
+    overrides = [experiment, f"env={ENV_PRESETS[task]}", f"algo={algo}", f"seed={seed}", "pretrain=false",
+                 f"target_success={args.target}", f"eval_every={args.eval_every}", f"eval_seeds={args.eval_seeds}",
+                 f"iterations={args.iterations}", f"time_limit_min={args.time_limit_min}",
+                 "progress=false"]  # fmt: skip
+    if init is not None:
+        overrides.append(f"init_from={init}")
+    else:
+        overrides.append("eval_at_start=true")
+    return compose(*overrides)
+
+
+def eval_curve(run_dir: Path) -> dict[str, list[float]]:
+    """Evaluation success against env steps and seconds since the run's first event, from TensorBoard."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run_dir / "tb"))
+    events.Reload()
+    points = events.Scalars("charts/eval_success")
+    t0 = min(e.wall_time for tag in events.Tags()["scalars"] for e in events.Scalars(tag)[:1])
+    return {
+        "env_steps": [p.step for p in points],
+        "seconds": [p.wall_time - t0 for p in points],
+        "success": [p.value for p in points],
+    }
+
+
+def cmd_train(args: argparse.Namespace) -> None:
+    import json
+
+    from grpo_robot.trainer import Trainer
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    results_path = out / "results.json"
+    results = json.loads(results_path.read_text()) if results_path.is_file() else []
+    done = {(r["start"], r["algo"], r["seed"]) for r in results}
+    for seed in args.seeds:
+        for start in args.starts:
+            init = bc_checkpoint(args.task, seed, out) if start == "bc" else None
+            for algo in args.algos:
+                if (start, algo, seed) in done:
+                    continue
+                run_dir = out / f"{start}_{algo}_seed{seed}"
+                trainer = Trainer(run_config(args.task, algo, start, seed, args, init), run_dir)
+                summary = trainer.run()
+                trainer.close()
+                record = {"task": args.task, "start": start, "algo": algo, "seed": seed, "target": summary["target"],
+                          "iterations": summary["iterations"], "env_steps": summary["env_steps"],
+                          "seconds": summary["seconds"], "eval_seconds": summary["eval_seconds"],
+                          "final_success": summary["eval"]["success_rate"], "curve": eval_curve(run_dir),
+                          "machine": summary["machine"]}  # fmt: skip
+                results.append(record)
+                results_path.write_text(json.dumps(results, indent=1))
+                t = record["target"]
+                when = f"{t['env_steps']:,} env steps, {t['train_seconds']:.0f} s" if t["reached"] else "not reached"
+                print(f"{args.task} {start} {algo} seed {seed}: target {args.target:.0%} {when}", flush=True)
+    if args.sb3_steps:
+        from sb3_reference import run_sb3
+
+        for seed in args.seeds:
+            if ("scratch", "sb3_ppo", seed) not in done:
+                results.append(run_sb3(args.task, seed, args, out))
+                results_path.write_text(json.dumps(results, indent=1))
+    print(train_table(results, args.target))
+    plot_curves(results, out / f"{args.task}_success.png", args.target)
+
+
+def train_table(results: list[dict], target: float) -> str:
+    """Markdown: per start and algorithm, the seeds that reached the target, median env steps and
+    training seconds to it (evaluations excluded), and the final success rates."""
+    import statistics
+
+    lines = [f"| start | algorithm | reached {target:.0%} | env steps to target (median) | "
+             "training s to target (median) | per seed: s to target | final success | training env steps/s |",
+             "| --- | --- | ---: | ---: | ---: | --- | --- | ---: |"]  # fmt: skip
+    keys = sorted({(r["start"], r["algo"]) for r in results})
+    for start, algo in keys:
+        runs = sorted((r for r in results if (r["start"], r["algo"]) == (start, algo)), key=lambda r: r["seed"])
+        hit = [r for r in runs if r["target"]["reached"]]
+        steps = statistics.median(r["target"]["env_steps"] for r in hit) if hit else None
+        secs = statistics.median(r["target"]["train_seconds"] for r in hit) if hit else None
+        per_seed = ", ".join(f"{r['target']['train_seconds']:.0f}" if r["target"]["reached"] else "-" for r in runs)
+        finals = ", ".join(f"{r['final_success']:.0%}" for r in runs)
+        rate = sum(r["env_steps"] for r in runs) / sum(r["seconds"] - r["eval_seconds"] for r in runs)
+        lines.append(f"| {start} | {algo} | {len(hit)}/{len(runs)} | {'-' if steps is None else f'{steps:,.0f}'} | "
+                     f"{'-' if secs is None else f'{secs:.0f}'} | {per_seed} | {finals} | {rate:,.0f} |")  # fmt: skip
+    return "\n".join(lines)
+
+
+def plot_curves(results: list[dict], path: Path, target: float) -> None:
+    """Eval success against env steps and against wall-clock: mean over seeds, shaded min-max.
+    A run that stopped at the target keeps its last value afterwards."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    for start, algo in sorted({(r["start"], r["algo"]) for r in results}):
+        runs = [r for r in results if (r["start"], r["algo"]) == (start, algo)]
+        for ax, x_key in zip(axes, ("env_steps", "seconds"), strict=True):
+            end = max(r["curve"][x_key][-1] for r in runs)
+            grid = np.linspace(0, end, 200)
+            ys = np.stack([np.interp(grid, r["curve"][x_key], r["curve"]["success"]) for r in runs])
+            line = ax.plot(grid, ys.mean(0), label=f"{algo} ({start})")[0]
+            ax.fill_between(grid, ys.min(0), ys.max(0), color=line.get_color(), alpha=0.15)
+    task = results[0]["task"]
+    for ax, label in zip(axes, ("env steps", "wall-clock s (evaluations included)"), strict=True):
+        ax.axhline(target, color="grey", lw=0.8, ls="--")
+        ax.set_xlabel(label)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("eval success (mean action, held-out seeds)")
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"{task}: mean over seeds, shaded min-max")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"plot: {path}")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -196,6 +338,21 @@ def main(argv: list[str] | None = None) -> None:
     profile = sub.add_parser("profile", help="one training iteration of the default job, split by part")
     profile.add_argument("--iterations", type=int, default=3)
     profile.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. policy=tokenized_factorized")
+    train = sub.add_parser("train", help="time to target success: GRPO, Dr. GRPO, PPO from BC and from scratch")
+    train.add_argument("--task", default="LiftCube", choices=list(ENV_PRESETS))
+    train.add_argument("--algos", nargs="+", default=["grpo", "dr_grpo", "ppo"])
+    train.add_argument("--starts", nargs="+", default=["bc", "scratch"], choices=["bc", "scratch"])
+    train.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    train.add_argument("--target", type=float, default=0.9)
+    train.add_argument("--eval-every", type=int, default=5)
+    train.add_argument("--eval-seeds", type=int, default=100)
+    train.add_argument("--iterations", type=int, default=300, help="at most, per run")
+    train.add_argument("--time-limit-min", type=float, default=20, help="at most, per run")
+    train.add_argument(
+        "--sb3-steps", type=int, default=0, help="also run Stable-Baselines3 PPO, this many env steps per seed"
+    )
+    train.add_argument("--sb3-eval-every", type=int, default=20_000, help="SB3: env steps between evaluations")
+    train.add_argument("--out", default="runs/benchmark", help="run dirs, results.json and the plot")
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["envs"]:
         sys.path.insert(0, str(SCRIPTS))
@@ -203,7 +360,7 @@ def main(argv: list[str] | None = None) -> None:
 
         return benchmark_envs.main(argv[1:])
     args = parser.parse_args(argv)
-    {"update": cmd_update, "profile": cmd_profile}[args.command](args)
+    {"update": cmd_update, "profile": cmd_profile, "train": cmd_train}[args.command](args)
 
 
 if __name__ == "__main__":
