@@ -43,6 +43,34 @@ def group_seeds(seeds: Sequence[int], group_size: int) -> np.ndarray:
     return np.repeat(np.asarray(seeds, dtype=np.int64), group_size)
 
 
+def check_seeds(seeds: Sequence[int], num_worlds: int) -> np.ndarray:
+    """`seeds` as an integer array of one non-negative seed per world, else `ValueError`."""
+    seeds = np.asarray(seeds)
+    if seeds.shape != (num_worlds,) or not np.issubdtype(seeds.dtype, np.integer):
+        raise ValueError(
+            f"seeds must be {num_worlds} integers (one per world), got shape {seeds.shape} and dtype {seeds.dtype}"
+        )
+    if (seeds < 0).any():
+        raise ValueError(f"seeds must be >= 0, got {seeds[seeds < 0][0]}")
+    return seeds
+
+
+def check_actions(actions: np.ndarray, active: np.ndarray, action_dim: int) -> np.ndarray:
+    """`actions [B, action_dim]` as float64, finite on the `active` worlds, else `ValueError`
+    naming the expected shape (and the worlds with non-finite values)."""
+    actions = np.asarray(actions, dtype=np.float64)
+    expected = (len(active), action_dim)
+    if actions.shape != expected:
+        raise ValueError(f"actions must have shape {expected}, got {actions.shape}")
+    bad = active & ~np.isfinite(actions).all(axis=1)
+    if bad.any():
+        raise ValueError(
+            f"actions must be finite, got non-finite values for worlds {np.flatnonzero(bad).tolist()} "
+            f"(expected shape {expected}, values in [-1, 1])"
+        )
+    return actions
+
+
 class BatchedEnv:
     """`num_worlds` worlds of one task, stepped together.
 
@@ -117,14 +145,7 @@ class BatchedEnv:
 
         `seeds: [B]` non-negative integers -> `obs: [B, obs_dim]` float32.
         """
-        seeds = np.asarray(seeds)
-        if seeds.shape != (self.num_worlds,) or not np.issubdtype(seeds.dtype, np.integer):
-            raise ValueError(
-                f"seeds must be {self.num_worlds} integers (one per world), got shape {seeds.shape} "
-                f"and dtype {seeds.dtype}"
-            )
-        if (seeds < 0).any():
-            raise ValueError(f"seeds must be >= 0, got {seeds[seeds < 0][0]}")
+        seeds = check_seeds(seeds, self.num_worlds)
         unique, inverse = np.unique(seeds, return_inverse=True)
         starts = [self.task.initial_condition(int(s)) for s in unique]
         self.state[:] = np.stack([s[0] for s in starts])[inverse]
@@ -151,22 +172,11 @@ class BatchedEnv:
         """
         if not self._was_reset:
             raise RuntimeError("call reset(seeds) before step()")
-        actions = np.asarray(actions, dtype=np.float64)
-        expected = (self.num_worlds, self.action_dim)
-        if actions.shape != expected:
-            raise ValueError(f"actions must have shape {expected}, got {actions.shape}")
         active = ~self.done
+        actions = check_actions(actions, active, self.action_dim)
         idx = np.flatnonzero(active)
-        n = len(idx)
-        if n:
-            act = actions[idx]
-            bad = ~np.isfinite(act).all(axis=1)
-            if bad.any():
-                raise ValueError(
-                    f"actions must be finite, got non-finite values for worlds {idx[bad].tolist()} "
-                    f"(expected shape {expected}, values in [-1, 1])"
-                )
-            self._simulate(idx, np.clip(act, -1.0, 1.0))
+        if len(idx):
+            self._simulate(idx, np.clip(actions[idx], -1.0, 1.0))
         info = {
             "is_success": self.success.copy(),
             "failed": self.failed.copy(),

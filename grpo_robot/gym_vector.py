@@ -36,6 +36,7 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
+from grpo_robot.batched import check_actions, check_seeds
 from grpo_robot.config import EnvConfig, env_name
 
 log = logging.getLogger(__name__)
@@ -300,14 +301,7 @@ class GymGroupEnv:
         return self.terminated | self.truncated
 
     def reset(self, seeds: Sequence[int]) -> np.ndarray:
-        seeds = np.asarray(seeds)
-        if seeds.shape != (self.num_worlds,) or not np.issubdtype(seeds.dtype, np.integer):
-            raise ValueError(
-                f"seeds must be {self.num_worlds} integers (one per world), got shape {seeds.shape} "
-                f"and dtype {seeds.dtype}"
-            )
-        if (seeds < 0).any():
-            raise ValueError(f"seeds must be >= 0, got {seeds[seeds < 0][0]}")
+        seeds = check_seeds(seeds, self.num_worlds)
         obs, info = self.vec.reset(seed=[int(s) for s in seeds])
         self.seeds[:] = seeds
         self._update(obs, info)
@@ -371,17 +365,8 @@ class GymGroupEnv:
         `(obs, reward, terminated, truncated, info)` like `BatchedEnv.step`."""
         if not self._was_reset:
             raise RuntimeError("call reset(seeds) before step()")
-        actions = np.asarray(actions, dtype=np.float32)
-        expected = (self.num_worlds, self.action_dim)
-        if actions.shape != expected:
-            raise ValueError(f"actions must have shape {expected}, got {actions.shape}")
         active = ~self.done
-        bad = active & ~np.isfinite(actions).all(axis=1)
-        if bad.any():
-            raise ValueError(
-                f"actions must be finite, got non-finite values for worlds {np.flatnonzero(bad).tolist()} "
-                f"(expected shape {expected}, values in [-1, 1])"
-            )
+        actions = check_actions(actions, active, self.action_dim)
         obs, reward, _, _, info = self.vec.step(np.where(active[:, None], actions, 0.0))
         self._update(obs, info)
         info = {"is_success": self.success.copy(), "failed": self.failed.copy(), "n_failed": int(self.failed.sum()),

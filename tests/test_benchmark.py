@@ -24,3 +24,37 @@ def test_benchmark_quick_prints_a_row_per_task():
     for _, _, batched, limit, ratio in rows:
         assert int(batched.replace(",", "")) > 0 and int(limit.replace(",", "")) > 0
         assert 0.1 < float(ratio) < 1.5
+
+
+def run_benchmark(*args: str) -> str:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "benchmark.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=True,
+    ).stdout
+
+
+@pytest.mark.slow
+def test_training_rollout_keeps_half_the_physical_limit():
+    """Issue target: during training, the rollout runs at >= 0.5x the physics alone (same run)."""
+    out = run_benchmark("profile", "--iterations", "2")
+    ratio = float(re.search(r"rollout / limit: ([\d.]+)", out).group(1))
+    assert ratio >= 0.5, out
+    shares = dict(re.findall(r"^\| (rollout: physics|update)[^|]*\| [\d.]+ \| (\d+)% \|", out, re.M))
+    assert int(shares["rollout: physics"]) > 50  # physics dominates the default job's iteration
+
+
+@pytest.mark.slow
+def test_update_and_train_subcommands_report_numbers(tmp_path):
+    out = run_benchmark("update", "--policies", "gaussian", "--minibatch", "1024", "--repeats", "1")
+    rate = re.search(r"^\| gaussian \| cpu \| ([\d,]+) \|", out, re.M).group(1)
+    assert int(rate.replace(",", "")) > 1000
+    out = run_benchmark("train", "--task", "Reach", "--algos", "grpo", "ppo", "--starts", "scratch",
+                        "--seeds", "0", "--iterations", "2", "--eval-every", "1", "--eval-seeds", "20",
+                        "--out", str(tmp_path))  # fmt: skip
+    rows = re.findall(r"^\| scratch \| (grpo|ppo) \| (\d)/1 \|", out, re.M)
+    assert sorted(r[0] for r in rows) == ["grpo", "ppo"]
+    assert (tmp_path / "Reach_success.png").stat().st_size > 10_000
+    assert (tmp_path / "results.json").is_file()
