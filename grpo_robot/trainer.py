@@ -145,7 +145,7 @@ class Trainer:
         self.best_eval = -1.0
         self.last_eval: EvalResult | None = None
         self.eval_seconds = 0.0  # spent in evaluations, so time-to-target can leave them out
-        # the first evaluation at cfg.target_success: {"success": target, "reached", "iteration", "env_steps", ...}
+        # the first evaluation at cfg.target_success: {"target", "reached", "iteration", "env_steps", "seconds", ...}
         self.target: dict[str, Any] = (
             {} if cfg.target_success is None else {"target": cfg.target_success, "reached": False}
         )
