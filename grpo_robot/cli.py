@@ -49,7 +49,7 @@ def _evaluate(cfg: DictConfig) -> None:
 
     from grpo_robot import checkpoint
     from grpo_robot.config import TrainConfig
-    from grpo_robot.environment import make_env
+    from grpo_robot.environment import make_eval_env
     from grpo_robot.evaluation import evaluate
     from grpo_robot.rollout import STREAM_EVAL, eval_seeds, iteration_generator
     from grpo_robot.trainer import resolve_device
@@ -65,11 +65,8 @@ def _evaluate(cfg: DictConfig) -> None:
     ckpt = checkpoint.load(path, map_location=device)
     train_cfg: TrainConfig = to_train_config(ckpt["config"])
     policy = checkpoint.policy_from_record(ckpt["policy"], device)
-    n_worlds = cfg.n_seeds  # a Gymnasium env evaluates in chunks of at most its training worlds
-    if not train_cfg.env.task:
-        n_worlds = min(n_worlds, train_cfg.algo.groups_per_iter * train_cfg.algo.group_size)
     try:
-        env = make_env(train_cfg.env, n_worlds)
+        env = make_eval_env(train_cfg, cfg.n_seeds)
     except ValueError as err:
         _fail(str(err))
     generator = iteration_generator(cfg.seed, 0, device, STREAM_EVAL)
@@ -171,6 +168,16 @@ def _pretrain_bc(cfg: DictConfig) -> None:
     output = Path(cfg.output or default)
     checkpoint.save_atomic(checkpoint_from_bc(policy, train_cfg, str(cfg.dataset), result, evaluation), output)
     print(f"checkpoint: {output}")
+
+
+def compose_train_config(*overrides: str):
+    """The `TrainConfig` that `scripts/train.py <overrides>` would train, composed from `conf/`
+    without running anything (for scripts and tests)."""
+    from hydra import compose, initialize_config_dir
+
+    register_configs()
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        return to_train_config(compose("config", overrides=list(overrides)))
 
 
 def _run(config_name: str, task) -> None:

@@ -9,7 +9,7 @@ success), `truncated`, `failed` and `done`; and `close()`.
 from __future__ import annotations
 
 from grpo_robot.batched import BatchedEnv
-from grpo_robot.config import EnvConfig
+from grpo_robot.config import EnvConfig, TrainConfig
 from grpo_robot.gym_vector import GymGroupEnv
 
 
@@ -25,3 +25,14 @@ def make_env(cfg: EnvConfig, num_worlds: int) -> BatchedEnv | GymGroupEnv:
             terminate_on_success=cfg.outcome == "any_step",
         )
     return GymGroupEnv(cfg, num_worlds)
+
+
+def make_eval_env(cfg: TrainConfig, n_seeds: int, train_env: BatchedEnv | GymGroupEnv | None = None):
+    """The env that evaluates `n_seeds` held-out seeds. Built-in worlds are cheap: one per seed. A
+    Gymnasium env evaluates in chunks on at most the training worlds (`train_env` itself when
+    given), so a 200-seed evaluation does not build 200 more envs."""
+    if cfg.env.task:
+        return make_env(cfg.env, n_seeds)
+    if train_env is not None:
+        return train_env
+    return make_env(cfg.env, min(n_seeds, cfg.algo.groups_per_iter * cfg.algo.group_size))

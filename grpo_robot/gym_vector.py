@@ -44,6 +44,10 @@ log = logging.getLogger(__name__)
 RUNNING, SUCCEEDED, HORIZON, ENV_ENDED, FAILED = 0, 1, 2, 3, 4  # OutcomeEnv's `info["ended"]`
 
 
+class MissingSuccessKey(KeyError):
+    """The env's info lacks `env.success_key`: a config error to report, not a crash to contain."""
+
+
 # -- building one env from the config -------------------------------------------------------------
 def _import(name: str):
     """`importlib.import_module`, finding modules in the working directory too (last), as
@@ -176,7 +180,7 @@ class OutcomeEnv(gymnasium.Env):
         if self.success_fn is not None:
             return bool(self.success_fn(obs, info))
         if self.success_key not in info:
-            raise KeyError(
+            raise MissingSuccessKey(
                 f"env.success_key={self.success_key!r} is not in the info it returned, which has keys "
                 f"{sorted(info) or 'none'}; set env.success_key to one of them, or env.success_fn=module:func"
             )
@@ -210,10 +214,8 @@ class OutcomeEnv(gymnasium.Env):
             obs, _, terminated, truncated, info = self.inner.step(self.to_env_action(action))
             success = self.is_success(obs, info)
             flat = self._flatten(obs)
-        except KeyError as err:
-            if "env.success_key" in str(err):
-                raise  # a config error, not a crash: let it surface
-            return self._fail(err)
+        except MissingSuccessKey:
+            raise
         except Exception as err:
             return self._fail(err)
         if not np.isfinite(flat).all():
@@ -257,7 +259,7 @@ def probe(cfg: EnvConfig) -> tuple[gymnasium.Env, int]:
     obs, _, _, _, info = inner.step(world.to_env_action(np.zeros(world.action_space.shape)))
     try:
         world.is_success(obs, info)
-    except KeyError as err:
+    except MissingSuccessKey as err:
         raise ValueError(f"{env_name(cfg)}: {err.args[0]}") from None
     except Exception as err:
         raise ValueError(f"env.success_fn={cfg.success_fn!r} failed: {type(err).__name__}: {err}") from None

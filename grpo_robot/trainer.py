@@ -28,7 +28,7 @@ from grpo_robot import checkpoint, machine
 from grpo_robot.algo import ADVANTAGE_ESTIMATORS, AGGREGATIONS, KL_ESTIMATORS, clipped_surrogate, gae, mixed_fraction
 from grpo_robot.batched import group_seeds
 from grpo_robot.config import TrainConfig, config_dict, env_name, env_source, policy_kwargs, validate
-from grpo_robot.environment import make_env
+from grpo_robot.environment import make_env, make_eval_env
 from grpo_robot.envs import make_task
 from grpo_robot.evaluation import EvalResult, evaluate
 from grpo_robot.policies import build_policy
@@ -109,8 +109,7 @@ class Trainer:
         task = make_task(cfg.env.task) if cfg.env.task else None  # a built-in task (its expert makes demos)
         self.final_step_outcome = cfg.env.outcome == "final_step"
         env = self.env = make_env(cfg.env, self.n_groups * self.group_size)
-        # a Gymnasium env evaluates on the training worlds, in chunks; built-in worlds are cheap
-        self.eval_env = make_env(cfg.env, cfg.eval_seeds) if task is not None else env
+        self.eval_env = make_eval_env(cfg, cfg.eval_seeds, env)
 
         torch.manual_seed(cfg.seed)  # initial weights
         self.policy = build_policy(cfg.policy.type, env.obs_dim, env.action_dim, **policy_kwargs(cfg.policy)).to(

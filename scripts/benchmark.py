@@ -31,20 +31,9 @@ import numpy as np
 import torch
 
 from grpo_robot import machine
+from grpo_robot.cli import compose_train_config as compose
 
 SCRIPTS = Path(__file__).resolve().parent
-
-
-def compose(*overrides: str):
-    """The training config exactly as `scripts/train.py <overrides>` composes it."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-
-    from grpo_robot.config import register_configs, to_train_config
-
-    register_configs()
-    with initialize_config_dir(str(SCRIPTS.parent / "conf"), version_base="1.3"):
-        return to_train_config(hydra_compose("config", overrides=list(overrides)))
 
 
 # -- update ---------------------------------------------------------------------------------------

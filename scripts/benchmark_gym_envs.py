@@ -24,25 +24,20 @@ import argparse
 import sys
 import time
 from dataclasses import replace
-from pathlib import Path
 
 import grpo_robot  # noqa: F401  (sets the thread policy before torch loads)
 
 # isort: split
 import numpy as np
-from hydra import compose, initialize_config_dir
 
 from grpo_robot import machine
-from grpo_robot.config import EnvConfig, register_configs, to_train_config
+from grpo_robot.cli import compose_train_config
+from grpo_robot.config import EnvConfig
 from grpo_robot.gym_vector import GymGroupEnv, make_inner
-
-CONF = Path(__file__).resolve().parents[1] / "conf"
 
 
 def preset(name: str) -> EnvConfig:
-    register_configs()
-    with initialize_config_dir(str(CONF), version_base="1.3"):
-        return to_train_config(compose("config", overrides=[f"env={name}"])).env
+    return compose_train_config(f"env={name}").env
 
 
 def time_alone(cfg: EnvConfig, horizon: int, steps: int, seed: int) -> float:

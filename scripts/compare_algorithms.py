@@ -22,10 +22,8 @@ import grpo_robot  # noqa: F401  (before torch: sets the OpenMP wait policy)
 import mujoco
 import numpy as np
 import torch
-from hydra import compose, initialize_config_dir
 
-from grpo_robot.cli import CONF_DIR
-from grpo_robot.config import register_configs, to_train_config
+from grpo_robot.cli import compose_train_config
 from grpo_robot.stats import wilson_interval
 from grpo_robot.trainer import Trainer
 
@@ -43,8 +41,7 @@ ROW_KEYS = {name.replace(" ", "_"): name for name in ROWS}
 def run(row: str, seed: int, env_steps: int, n_eval: int, out: Path) -> dict:
     overrides = [*ROWS[row], f"seed={seed}", f"max_env_steps={env_steps}", "iterations=100000"]
     overrides += ["eval_every=100000", f"eval_seeds={n_eval}", "time_limit_min=null", "progress=false"]
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        cfg = to_train_config(compose("config", overrides=overrides))
+    cfg = compose_train_config(*overrides)
     start = time.perf_counter()
     trainer = Trainer(cfg, out / f"{row.replace(' ', '_')}-seed{seed}")
     summary = trainer.run()
@@ -77,7 +74,6 @@ def main() -> None:
     parser.add_argument("--eval-seeds", type=int, default=200)
     parser.add_argument("--out", type=Path, default=Path("runs/compare"))
     args = parser.parse_args()
-    register_configs()
     results = []
     for key in args.rows:
         for seed in args.seeds:

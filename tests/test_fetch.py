@@ -7,9 +7,9 @@ import mujoco
 import numpy as np
 import pytest
 import torch
-from test_gym_envs import preset
 
 from grpo_robot.batched import group_seeds
+from grpo_robot.cli import compose_train_config as preset
 from grpo_robot.environment import make_env
 from grpo_robot.trainer import Trainer
 

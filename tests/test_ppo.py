@@ -4,9 +4,9 @@ its value function fits, and the critic is checkpointed and restored exactly."""
 from dataclasses import replace
 
 import torch
-from test_gym_envs import preset
 from test_train import small_config
 
+from grpo_robot.cli import compose_train_config as preset
 from grpo_robot.trainer import Trainer
 
 

@@ -169,9 +169,8 @@ def lift_cube_above_table(env: RobosuiteEnv, height: float = 0.2) -> None:
 
 
 def test_lift_preset_groups_start_equal_and_read_success():
-    from test_gym_envs import preset
-
     from grpo_robot.batched import group_seeds
+    from grpo_robot.cli import compose_train_config as preset
     from grpo_robot.environment import make_env
 
     env = make_env(preset("env=robosuite_lift", "env.horizon=6").env, 4)
@@ -192,8 +191,8 @@ def test_lift_preset_trains_and_checkpoints(tmp_path):
     from dataclasses import replace
 
     import torch
-    from test_gym_envs import preset
 
+    from grpo_robot.cli import compose_train_config as preset
     from grpo_robot.trainer import Trainer
 
     cfg = preset("env=robosuite_lift", "env.horizon=10", "iterations=2", "eval_seeds=4", "progress=false")
