@@ -121,24 +121,24 @@ def test_init_from_loads_exactly_and_the_reference_is_the_clone(tmp_path):
     cfg = small_config(init_from=str(path), algo=AlgoConfig(group_size=8, groups_per_iter=8, kl_beta=0.1))
     trainer = Trainer(cfg, tmp_path / "run")
     for name, value in clone.state_dict().items():
-        torch.testing.assert_close(trainer.policy.state_dict()[name], value, rtol=0, atol=0)
-        torch.testing.assert_close(trainer.reference.state_dict()[name], value, rtol=0, atol=0)
+        torch.testing.assert_close(trainer.policy.state_dict()[name].cpu(), value, rtol=0, atol=0)
+        torch.testing.assert_close(trainer.reference.state_dict()[name].cpu(), value, rtol=0, atol=0)
     assert not trainer.update_obs_norm  # the clone keeps the normalization it was trained with
     batch = trainer.rollout(0)
     obs, raw, logp_old, traj, lengths = batch.packed()
     logp, entropy = trainer.policy.log_probs(obs, raw)
     logp_ref = trainer.reference.log_probs(obs, raw)[0]
-    adv = torch.ones(len(obs))
+    adv = torch.ones(len(obs), device=obs.device)
     kl_ref = trainer.loss_terms(logp, logp_old, logp_ref, entropy, adv, traj, lengths)[-1]
     assert kl_ref.abs().max().item() == 0.0  # KL to the reference is exactly 0 at iteration 0
     summary = trainer.run()
     assert summary["initial_policy"]["source"] == str(path)
     assert summary["initial_policy"]["eval"]["n"] == cfg.eval_seeds
     # training moved the policy away from the reference, which stayed the clone
-    moved = [not torch.equal(trainer.policy.state_dict()[k], v) for k, v in clone.state_dict().items()]
+    moved = [not torch.equal(trainer.policy.state_dict()[k].cpu(), v) for k, v in clone.state_dict().items()]
     assert any(moved)
     for name, value in clone.state_dict().items():
-        assert torch.equal(trainer.reference.state_dict()[name], value)
+        assert torch.equal(trainer.reference.state_dict()[name].cpu(), value)
 
 
 def test_a_clone_evaluates_like_the_policy_it_was_saved_from(tmp_path):
