@@ -190,11 +190,25 @@ def bc_checkpoint(task: str, seed: int, out: Path) -> Path:
     return run_dir / "bc.pt"
 
 
+def parse_algo(spec: str) -> tuple[str, str, list[str]]:
+    """`--algos` entry -> (label, algo preset, extra Hydra overrides). An entry is a preset name
+    (`grpo`) or `label=preset:override,override` (`grpo_k10=grpo:algo.epochs=10,algo.minibatches=16`)."""
+    if "=" not in spec.split(":")[0]:
+        return spec, spec, []
+    label, _, rest = spec.partition("=")
+    preset, _, extra = rest.partition(":")
+    if not label or not preset:
+        raise SystemExit(f"--algos {spec!r}: expected PRESET or LABEL=PRESET:KEY=VALUE,KEY=VALUE")
+    return label, preset, [o for o in extra.split(",") if o]
+
+
 def run_config(task: str, algo: str, start: str, seed: int, args: argparse.Namespace, init: Path | None):
     """The training config of one benchmark run: the task's pipeline preset from a BC start, the
-    default job's settings on the task from scratch; the algorithm preset; stop at the target."""
+    default job's settings on the task from scratch; the algorithm preset (and the `--algos`
+    entry's overrides); stop at the target."""
+    _, preset, extra = parse_algo(algo)
     experiment = f"experiment={BC_PRESETS[task]}" if start == "bc" else "experiment=push_from_scratch"
-    overrides = [experiment, f"env={ENV_PRESETS[task]}", f"algo={algo}", f"seed={seed}", "pretrain=false",
+    overrides = [experiment, f"env={ENV_PRESETS[task]}", f"algo={preset}", f"seed={seed}", "pretrain=false",
                  f"target_success={args.target}", f"eval_every={args.eval_every}", f"eval_seeds={args.eval_seeds}",
                  f"iterations={args.iterations}", f"time_limit_min={args.time_limit_min}",
                  "progress=false"]  # fmt: skip
@@ -202,7 +216,7 @@ def run_config(task: str, algo: str, start: str, seed: int, args: argparse.Names
         overrides.append(f"init_from={init}")
     else:
         overrides.append("eval_at_start=true")
-    return compose(*overrides)
+    return compose(*overrides, *extra)
 
 
 def eval_curve(run_dir: Path) -> dict[str, list[float]]:
@@ -230,17 +244,21 @@ def cmd_train(args: argparse.Namespace) -> None:
     results_path = out / "results.json"
     results = json.loads(results_path.read_text()) if results_path.is_file() else []
     done = {(r["start"], r["algo"], r["seed"]) for r in results}
+    for spec in args.algos:  # a bad preset or override fails here, before any run starts
+        run_config(args.task, spec, "scratch", 0, args, None)
     for seed in args.seeds:
         for start in args.starts:
             init = bc_checkpoint(args.task, seed, out) if start == "bc" else None
-            for algo in args.algos:
+            for spec in args.algos:
+                algo = parse_algo(spec)[0]
                 if (start, algo, seed) in done:
                     continue
                 run_dir = out / f"{start}_{algo}_seed{seed}"
-                trainer = Trainer(run_config(args.task, algo, start, seed, args, init), run_dir)
+                trainer = Trainer(run_config(args.task, spec, start, seed, args, init), run_dir)
                 summary = trainer.run()
                 trainer.close()
-                record = {"task": args.task, "start": start, "algo": algo, "seed": seed, "target": summary["target"],
+                record = {"task": args.task, "start": start, "algo": algo, "spec": spec, "seed": seed,
+                          "target": summary["target"],
                           "iterations": summary["iterations"], "env_steps": summary["env_steps"],
                           "seconds": summary["seconds"], "eval_seconds": summary["eval_seconds"],
                           "final_success": summary["eval"]["success_rate"], "curve": eval_curve(run_dir),
@@ -329,7 +347,9 @@ def main(argv: list[str] | None = None) -> None:
     profile.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. policy=tokenized_factorized")
     train = sub.add_parser("train", help="time to target success: GRPO, Dr. GRPO, PPO from BC and from scratch")
     train.add_argument("--task", default="LiftCube", choices=list(ENV_PRESETS))
-    train.add_argument("--algos", nargs="+", default=["grpo", "dr_grpo", "ppo"])
+    train.add_argument("--algos", nargs="+", default=["grpo", "dr_grpo", "ppo"],
+                       help="algo presets, or LABEL=PRESET:KEY=VALUE,... for a variant, "
+                            "e.g. grpo_k10=grpo:algo.epochs=10,algo.minibatches=16")  # fmt: skip
     train.add_argument("--starts", nargs="+", default=["bc", "scratch"], choices=["bc", "scratch"])
     train.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     train.add_argument("--target", type=float, default=0.9)
