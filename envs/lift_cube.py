@@ -51,6 +51,10 @@ class LiftCube(Task):
         held = np.linalg.norm(self.read(obs, "cube_rel"), axis=-1) < 0.02
         return high & held
 
+    def potential(self, obs):
+        height = self.read(obs, "cube_pos")[:, 2] - scene.CUBE_HALF
+        return -self.reach_cube(obs) - np.maximum(self.lift_height - height, 0.0)
+
     def expert(self, obs):
         carry = self.read(obs, "grip_pos").copy()
         carry[:, 2] = HOLD_Z

@@ -48,6 +48,15 @@ class PlaceCube(Task):
         released = self.read(obs, "finger")[:, 0] > scene.CUBE_HALF + 0.008
         return self._on_pad(obs) & released
 
+    def potential(self, obs):
+        to_pad = self.read(obs, "target_rel")
+        released = self.read(obs, "finger")[:, 0] > scene.CUBE_HALF + 0.008
+        # over the pad the cube should come down and be let go; elsewhere, carried at CARRY_Z
+        on_pad = np.linalg.norm(to_pad[:, :2], axis=-1) < self.tolerance
+        cube_z = self.read(obs, "cube_pos")[:, 2]
+        height = np.where(on_pad, np.abs(cube_z - REST_Z), np.abs(cube_z - CARRY_Z))
+        return -self.reach_cube(obs) * ~(on_pad & released) - np.linalg.norm(to_pad[:, :2], axis=-1) - height
+
     def expert(self, obs):
         grip = self.read(obs, "grip_pos")
         cube = self.read(obs, "cube_pos")

@@ -33,6 +33,9 @@ class PushCube(Task):
     def success(self, obs):
         return np.linalg.norm(self.read(obs, "goal_rel")[:, :2], axis=-1) < self.tolerance
 
+    def potential(self, obs):
+        return -self.reach_cube(obs) - np.linalg.norm(self.read(obs, "goal_rel")[:, :2], axis=-1)
+
     def expert(self, obs):
         grip = self.read(obs, "grip_pos")
         cube = self.read(obs, "cube_pos")

@@ -24,6 +24,9 @@ class Reach(Task):
     def success(self, obs):
         return np.linalg.norm(self.read(obs, "goal_rel"), axis=-1) < self.tolerance
 
+    def potential(self, obs):
+        return -np.linalg.norm(self.read(obs, "goal_rel"), axis=-1)
+
     def expert(self, obs):
         grip = self.read(obs, "grip_pos")
         act = np.zeros((len(obs), 4))

@@ -92,6 +92,16 @@ class Task:
         """Scripted expert, stateless: `obs: [B, obs_dim]` -> actions `[B, action_dim]` in [-1, 1]."""
         raise NotImplementedError
 
+    def potential(self, obs: np.ndarray) -> np.ndarray:
+        """A hand-made measure of progress, `obs: [B, obs_dim]` -> `[B]`, higher nearer success:
+        minus the distances (m) still to cover. Only the shaped-reward option of PPO
+        (`algo.reward=shaped`) uses it, as a reference; GRPO learns from the outcome alone."""
+        raise NotImplementedError
+
+    def reach_cube(self, obs: np.ndarray) -> np.ndarray:
+        """Grip point to cube distance (m), `[B]`: the first term of every cube task's potential."""
+        return np.linalg.norm(self.read(obs, "cube_rel"), axis=-1)
+
 
 def move_towards(grip: np.ndarray, target: np.ndarray, gain: float = 12.0) -> np.ndarray:
     """Hand velocity command towards `target`, saturating at full speed: `[B, 3]` -> `[B, 3]`."""

@@ -114,6 +114,10 @@ class AlgoConfig:
     gae_lambda: float = 0.95  # GAE's bias-variance trade-off
     vf_coef: float = 0.5  # weight of the value loss
     normalize_advantages: bool = False  # standardize advantages per minibatch (PPO's usual practice)
+    # outcome: 1 on success, the only reward | shaped: also shaping_coef x (gamma * potential(next obs)
+    # - potential(obs)) per step, from the built-in task's hand-made potential (a reference for PPO)
+    reward: str = "outcome"
+    shaping_coef: float = 10.0  # potential is in metres: 10 x 10 cm of progress weighs as much as success
 
 
 @dataclass
@@ -236,6 +240,13 @@ def validate(cfg: TrainConfig | DictConfig) -> None:
                "must be >= 2 (advantages are group-relative; only advantage=gae takes 1)")  # fmt: skip
     _check(not (algo.dynamic_sampling and algo.advantage == "gae"), "algo.dynamic_sampling", algo.dynamic_sampling,
            "is for group advantages; PPO (advantage=gae) learns from every trajectory")  # fmt: skip
+    _check(algo.reward in ("outcome", "shaped"), "algo.reward", algo.reward, "must be outcome or shaped")
+    if algo.reward == "shaped":
+        _check(algo.advantage == "gae", "algo.reward", algo.reward,
+               "shaped needs a critic (algo=ppo); GRPO's advantages come from the outcome alone")  # fmt: skip
+        _check(bool(cfg.env.task), "algo.reward", algo.reward,
+               "shaped needs a built-in env.task, whose potential it uses")  # fmt: skip
+        _check(algo.shaping_coef > 0, "algo.shaping_coef", algo.shaping_coef, "must be > 0")
     _check(0 < algo.gamma <= 1, "algo.gamma", algo.gamma, "must be in (0, 1]")
     _check(0 <= algo.gae_lambda <= 1, "algo.gae_lambda", algo.gae_lambda, "must be in [0, 1]")
     _check(algo.vf_coef > 0, "algo.vf_coef", algo.vf_coef, "must be > 0")

@@ -242,9 +242,22 @@ class Trainer:
         last = batch.mask.sum(0) - 1  # [B] index of each trajectory's last step
         rewards = torch.zeros_like(values)
         rewards[last.clamp(min=0), torch.arange(values.shape[1], device=values.device)] = batch.success
+        if algo.reward == "shaped":
+            rewards += algo.shaping_coef * self.shaping(batch)
         adv, returns = gae(rewards, values, batch.mask, algo.gamma, algo.gae_lambda)
         t_idx, traj = batch.mask.nonzero(as_tuple=True)
         return adv[t_idx, traj], returns[t_idx, traj], values[t_idx, traj]
+
+    def shaping(self, batch: Batch) -> torch.Tensor:
+        """Potential-based shaping (Ng et al. 1999), `[T, B]`: gamma * phi(s_t+1) - phi(s_t) between
+        consecutive observations of a trajectory, 0 on its last step and on padding. It adds
+        phi's change over an episode and leaves the optimal policy as it was."""
+        obs = batch.obs.cpu().numpy()
+        phi = torch.as_tensor(self.task.potential(obs.reshape(-1, obs.shape[-1])).reshape(obs.shape[:2]))
+        phi = phi.to(device=batch.mask.device, dtype=torch.float32)
+        shaped = torch.zeros_like(phi)
+        shaped[:-1] = (self.cfg.algo.gamma * phi[1:] - phi[:-1]) * batch.mask[1:]
+        return shaped
 
     def update(
         self, packed: tuple[torch.Tensor, ...], advantages: torch.Tensor, it: int, returns: torch.Tensor | None = None

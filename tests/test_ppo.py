@@ -53,3 +53,66 @@ def test_group_size_one_only_for_ppo():
     with pytest.raises(ConfigError, match="algo.dynamic_sampling=True is invalid"):
         cfg = ppo_config()
         Trainer(replace(cfg, algo=replace(cfg.algo, dynamic_sampling=True)), "/nonexistent")
+
+
+def test_task_potentials_rise_along_expert_demos(task_name):
+    """The shaped reward's potential is higher where the expert ends (at success) than where it
+    starts, and higher than where random actions leave the task."""
+    import numpy as np
+
+    from grpo_robot.batched import BatchedEnv
+    from grpo_robot.demos import collect_demos
+    from grpo_robot.envs import make_task
+
+    task = make_task(task_name)
+    data, _ = collect_demos(task, 8)
+    starts = np.concatenate([[0], np.cumsum(data.lengths)[:-1]])
+    ends = starts + data.lengths - 1
+    phi = task.potential(data.obs)
+    assert phi.shape == (len(data.obs),)
+    assert (phi[ends] > phi[starts] + 0.03).all(), (phi[starts], phi[ends])
+    assert phi[ends].min() > -0.1  # one step before success: the grip is a cube-width or two from the goal
+    env = BatchedEnv(task, 8)
+    obs = env.reset(data.seeds)
+    rng = np.random.default_rng(0)
+    while not env.done.all():
+        obs, *_ = env.step(rng.uniform(-1, 1, (8, task.action_dim)))
+    assert np.median(task.potential(obs)) < np.median(phi[ends]) - 0.03
+
+
+def test_shaping_adds_the_potential_change_of_each_episode(tmp_path):
+    """With gamma = 1 the shaping telescopes: each trajectory's shaped rewards sum to
+    phi(last observation) - phi(first), and padding gets none."""
+    import pytest
+
+    cfg = ppo_config(env=replace(small_config().env, task="PushCube"))
+    cfg = replace(cfg, algo=replace(cfg.algo, reward="shaped", gamma=1.0, groups_per_iter=16))
+    trainer = Trainer(cfg, tmp_path)
+    batch = trainer.rollout(0)
+    shaped = trainer.shaping(batch)
+    assert (shaped[~batch.mask] == 0).all()
+    obs = batch.obs.cpu().numpy()
+    last = batch.mask.sum(0).cpu().numpy() - 1
+    cols = range(obs.shape[1])
+    phi_first = trainer.task.potential(obs[0])
+    phi_last = trainer.task.potential(obs[last, cols])
+    assert shaped.sum(0).cpu().numpy() == pytest.approx(phi_last - phi_first, abs=1e-5)
+    assert shaped.abs().sum() > 0
+    # GAE sees the outcome plus shaping_coef x the shaping; the outcome-only run sees the outcome alone
+    adv_shaped = trainer.gae_advantages(batch)[0]
+    trainer.cfg = replace(cfg, algo=replace(cfg.algo, reward="outcome"))
+    assert not torch.allclose(adv_shaped, trainer.gae_advantages(batch)[0])
+
+
+def test_shaped_reward_is_refused_where_it_cannot_apply():
+    import pytest
+
+    from grpo_robot.config import ConfigError, EnvConfig
+
+    with pytest.raises(ConfigError, match="algo.reward='shaped' is invalid: shaped needs a critic"):
+        Trainer(small_config(algo=replace(small_config().algo, reward="shaped")), "/nonexistent")
+    cfg = ppo_config(env=EnvConfig(task=None, id="grpo_robot/Reach-v0", horizon=50))
+    with pytest.raises(ConfigError, match="algo.reward='shaped' is invalid: shaped needs a built-in env.task"):
+        Trainer(replace(cfg, algo=replace(cfg.algo, reward="shaped")), "/nonexistent")
+    with pytest.raises(ConfigError, match="algo.reward='dense' is invalid: must be outcome or shaped"):
+        Trainer(replace(cfg, algo=replace(cfg.algo, reward="dense")), "/nonexistent")
