@@ -1,11 +1,14 @@
 """grpo-robot benchmarks, one command with subcommands.
 
     python scripts/benchmark.py envs [options of scripts/benchmark_envs.py]
+    python scripts/benchmark.py gym-envs [options of scripts/benchmark_gym_envs.py]
     python scripts/benchmark.py update [--device cpu cuda] [--minibatch 256 1024 4096 16384]
     python scripts/benchmark.py profile [--iterations 3]
 
 - `envs`: the environment throughput table (batched backend against the physical limit and
   against Gymnasium's SyncVectorEnv); see scripts/benchmark_envs.py.
+- `gym-envs`: what the Gymnasium backend costs on Fetch and robosuite envs against the env
+  stepped alone; see scripts/benchmark_gym_envs.py.
 - `update`: GRPO update throughput in samples (action steps) per second, for each policy type and
   minibatch size, on the CPU and on CUDA when present. One sample is one step's log-prob,
   clipped-surrogate term, backward pass and its share of the Adam step. The batch is synthetic
@@ -244,8 +247,10 @@ def cmd_train(args: argparse.Namespace) -> None:
     results_path = out / "results.json"
     results = json.loads(results_path.read_text()) if results_path.is_file() else []
     done = {(r["start"], r["algo"], r["seed"]) for r in results}
+    from grpo_robot.config import validate
+
     for spec in args.algos:  # a bad preset or override fails here, before any run starts
-        run_config(args.task, spec, "scratch", 0, args, None)
+        validate(run_config(args.task, spec, "scratch", 0, args, None))
     for seed in args.seeds:
         for start in args.starts:
             init = bc_checkpoint(args.task, seed, out) if start == "bc" else None
@@ -272,9 +277,11 @@ def cmd_train(args: argparse.Namespace) -> None:
         from sb3_reference import run_sb3
 
         for seed in args.seeds:
-            if ("scratch", "sb3_ppo", seed) not in done:
-                results.append(run_sb3(args.task, seed, args, out))
-                results_path.write_text(json.dumps(results, indent=1))
+            for start in args.starts:
+                if (start, "sb3_ppo", seed) not in done:
+                    init = bc_checkpoint(args.task, seed, out) if start == "bc" else None
+                    results.append(run_sb3(args.task, seed, args, out, init))
+                    results_path.write_text(json.dumps(results, indent=1))
     print(train_table(results, args.target))
     plot_curves(results, out / f"{args.task}_success.png", args.target)
 
@@ -336,6 +343,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("envs", help="environment throughput (scripts/benchmark_envs.py)", add_help=False)
+    sub.add_parser("gym-envs", help="Gymnasium backend cost (scripts/benchmark_gym_envs.py)", add_help=False)
     update = sub.add_parser("update", help="update throughput, samples/s")
     update.add_argument("--device", nargs="+", choices=["cpu", "cuda"], help="default: cpu, and cuda when present")
     update.add_argument("--policies", nargs="+", default=list(POLICY_PRESETS), choices=POLICY_PRESETS)
@@ -363,11 +371,12 @@ def main(argv: list[str] | None = None) -> None:
     train.add_argument("--sb3-eval-every", type=int, default=20_000, help="SB3: env steps between evaluations")
     train.add_argument("--out", default="runs/benchmark", help="run dirs, results.json and the plot")
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["envs"]:
+    if argv[:1] in (["envs"], ["gym-envs"]):  # the older scripts keep their own options
         sys.path.insert(0, str(SCRIPTS))
         import benchmark_envs
+        import benchmark_gym_envs
 
-        return benchmark_envs.main(argv[1:])
+        return {"envs": benchmark_envs, "gym-envs": benchmark_gym_envs}[argv[0]].main(argv[1:])
     args = parser.parse_args(argv)
     {"update": cmd_update, "profile": cmd_profile, "train": cmd_train}[args.command](args)
 

@@ -1,9 +1,14 @@
 """Stable-Baselines3 PPO on a built-in task, as the outside reference of `benchmark.py train`.
 
 It trains on the same Gymnasium env (`grpo_robot/<Task>-v0`: reward 1 on the success step, the
-episode ends there or at the horizon), from scratch, with SB3's PPO defaults (n_steps 2048 per
-env, batch 64, 10 epochs, lr 3e-4, gamma 0.99, GAE 0.95) and the same 128x128 tanh network as
-the default job. Every `eval_every_steps` env steps a callback evaluates the mean action on the
+episode ends there or at the horizon) with SB3's PPO defaults (n_steps 2048 per env, batch 64,
+10 epochs, lr 3e-4, gamma 0.99, GAE 0.95) and the same 128x128 tanh network as the default job.
+
+From scratch, or from the same behaviour-cloned checkpoint as grpo-robot's runs: the clone's
+layers are copied into SB3's actor (trunk, mean head, log-std) and its observation normalization
+becomes a fixed wrapper around SB3's env. The value network starts fresh, as grpo-robot's
+critic does. Before training, the copy is checked: SB3's mean action must score what the clone
+scores on the held-out seeds. Every `eval_every_steps` env steps a callback evaluates the mean action on the
 same held-out seeds and the same batched env as grpo-robot's evaluation, and training stops at
 the target. Evaluation time is kept out of the training seconds, as in grpo-robot's runs.
 Needs the `bench` extra.
@@ -27,34 +32,90 @@ from grpo_robot.rollout import eval_seeds
 N_ENVS = 8
 
 
-def evaluate_sb3(model, env: BatchedEnv, seeds: np.ndarray) -> EvalResult:
+def identity(obs: np.ndarray) -> np.ndarray:
+    return obs
+
+
+class FixedNormalizer:
+    """A clone's observation normalization, frozen: what its `ObsNormalizer.forward` computes."""
+
+    def __init__(self, obs_norm) -> None:
+        self.mean = obs_norm.mean.numpy()
+        self.scale = np.sqrt(obs_norm.var.numpy() + 1e-8)
+        self.clip = obs_norm.clip
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        return np.clip((obs - self.mean) / self.scale, -self.clip, self.clip).astype(np.float32)
+
+
+def evaluate_sb3(model, env: BatchedEnv, seeds: np.ndarray, normalize=identity) -> EvalResult:
     """Mean-action success on `seeds`, one world each, exactly like grpo_robot.evaluation."""
     obs = env.reset(seeds)
     while not env.done.all():
-        action, _ = model.predict(obs, deterministic=True)
+        action, _ = model.predict(normalize(obs), deterministic=True)
         obs, *_ = env.step(action)
     return EvalResult(seeds, env.terminated & ~env.failed, env.steps.copy())
 
 
-def run_sb3(task: str, seed: int, args: argparse.Namespace, out: Path) -> dict:
+def load_clone(path: Path):
+    """A behaviour-cloned policy from a grpo-robot checkpoint, if SB3's actor can hold it."""
+    from grpo_robot import checkpoint
+
+    clone = checkpoint.policy_from_record(checkpoint.load(path)["policy"])
+    kwargs = clone.init_kwargs()
+    if clone.kind != "gaussian" or kwargs["squash"] or kwargs["state_dependent_std"]:
+        raise SystemExit(f"{path}: SB3 takes an unsquashed Gaussian policy with a learned log-std vector")
+    return clone
+
+
+def copy_actor(clone, policy) -> None:
+    """The clone's trunk, mean head and log-std into SB3's `ActorCriticPolicy` of the same sizes."""
+    ours = [m for m in clone.trunk if isinstance(m, torch.nn.Linear)] + [clone.mean_head[0]]
+    theirs = [m for m in policy.mlp_extractor.policy_net if isinstance(m, torch.nn.Linear)] + [policy.action_net]
+    with torch.no_grad():
+        for a, b in zip(ours, theirs, strict=True):
+            b.weight.copy_(a.weight)
+            b.bias.copy_(a.bias)
+        policy.log_std.copy_(clone.log_std)
+
+
+def run_sb3(task: str, seed: int, args: argparse.Namespace, out: Path, init: Path | None = None) -> dict:
+    import gymnasium
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
 
+    from grpo_robot.evaluation import evaluate
+
     register_all()
     env_id = f"grpo_robot/{task}-v{TASKS[task].version}"
-    vec = make_vec_env(env_id, n_envs=N_ENVS, seed=seed)
+    clone = None if init is None else load_clone(init)
+    normalize, wrapper = identity, None
+    if clone is not None and clone.obs_norm.enabled:  # SB3's env sees what the clone was trained on
+        normalize = FixedNormalizer(clone.obs_norm)
+
+        def wrapper(env):
+            return gymnasium.wrappers.TransformObservation(env, normalize, env.observation_space)
+
+    vec = make_vec_env(env_id, n_envs=N_ENVS, seed=seed, wrapper_class=wrapper)
     model = PPO("MlpPolicy", vec, seed=seed, device="cpu", verbose=0,
                 policy_kwargs={"net_arch": [128, 128], "activation_fn": torch.nn.Tanh})  # fmt: skip
     eval_env = BatchedEnv(task, args.eval_seeds)
     seeds = eval_seeds(args.eval_seeds)
+    if clone is not None:
+        copy_actor(clone, model.policy)
+        ours = evaluate(eval_env, clone, seeds, torch.device("cpu"))
+        theirs = evaluate_sb3(model, eval_env, seeds, normalize)
+        if abs(ours.rate - theirs.rate) > 0.02:
+            raise SystemExit(f"{init}: the clone scores {ours.rate:.0%}, its copy in SB3 {theirs.rate:.0%}")
+        print(f"SB3 from {init}: the copy scores {theirs.rate:.0%}, the clone {ours.rate:.0%}", flush=True)
     curve = {"env_steps": [], "seconds": [], "success": []}
     state = {"eval_s": 0.0, "target": {"target": args.target, "reached": False}, "next": 0}
     start = time.perf_counter()
 
     def record(steps: int) -> bool:
         t0 = time.perf_counter()
-        result = evaluate_sb3(model, eval_env, seeds)
+        result = evaluate_sb3(model, eval_env, seeds, normalize)
         state["eval_s"] += time.perf_counter() - t0
         elapsed = time.perf_counter() - start
         curve["env_steps"].append(steps)
@@ -78,12 +139,16 @@ def run_sb3(task: str, seed: int, args: argparse.Namespace, out: Path) -> dict:
         model.learn(total_timesteps=args.sb3_steps, callback=EvalEvery())
     seconds = time.perf_counter() - start
     steps = int(model.num_timesteps)
-    if curve["env_steps"][-1] != steps and not state["target"]["reached"]:
+    if not state["target"]["reached"]:  # after the last update (callbacks run while collecting)
+        if curve["env_steps"][-1] == steps:
+            for values in curve.values():
+                values.pop()
         record(steps)
     vec.close()
     import stable_baselines3
 
     run_machine = {**machine.describe(), "stable_baselines3": stable_baselines3.__version__}
-    return {"task": task, "start": "scratch", "algo": "sb3_ppo", "seed": seed, "target": state["target"],
+    return {"task": task, "start": "scratch" if init is None else "bc", "algo": "sb3_ppo", "seed": seed,
+            "target": state["target"],
             "iterations": None, "env_steps": steps, "seconds": seconds, "eval_seconds": state["eval_s"],
             "final_success": curve["success"][-1], "curve": curve, "machine": run_machine}  # fmt: skip

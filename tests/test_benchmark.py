@@ -51,10 +51,21 @@ def test_update_and_train_subcommands_report_numbers(tmp_path):
     out = run_benchmark("update", "--policies", "gaussian", "--minibatch", "1024", "--repeats", "1")
     rate = re.search(r"^\| gaussian \| cpu \| ([\d,]+) \|", out, re.M).group(1)
     assert int(rate.replace(",", "")) > 1000
-    out = run_benchmark("train", "--task", "Reach", "--algos", "grpo", "ppo", "--starts", "scratch",
-                        "--seeds", "0", "--iterations", "2", "--eval-every", "1", "--eval-seeds", "20",
-                        "--out", str(tmp_path))  # fmt: skip
-    rows = re.findall(r"^\| scratch \| (grpo|ppo) \| (\d)/1 \|", out, re.M)
-    assert sorted(r[0] for r in rows) == ["grpo", "ppo"]
+    out = run_benchmark("train", "--task", "Reach", "--algos", "grpo", "ppo", "grpo_k2=grpo:algo.epochs=2",
+                        "--starts", "scratch", "--seeds", "0", "--iterations", "2", "--eval-every", "1",
+                        "--eval-seeds", "20", "--out", str(tmp_path))  # fmt: skip
+    rows = re.findall(r"^\| scratch \| (grpo|ppo|grpo_k2) \| (\d)/1 \|", out, re.M)
+    assert sorted(r[0] for r in rows) == ["grpo", "grpo_k2", "ppo"]
     assert (tmp_path / "Reach_success.png").stat().st_size > 10_000
     assert (tmp_path / "results.json").is_file()
+
+
+def test_a_bad_algorithm_variant_fails_before_any_run(tmp_path):
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "benchmark.py"), "train", "--task", "Reach", "--starts", "scratch",
+         "--algos", "grpo", "bad=grpo:algo.epochs=0", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "algo.epochs=0 is invalid: must be >= 1" in result.stderr
+    assert not list(tmp_path.glob("scratch_*"))  # no run was started
