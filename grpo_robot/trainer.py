@@ -250,8 +250,10 @@ class Trainer:
 
     def shaping(self, batch: Batch) -> torch.Tensor:
         """Potential-based shaping (Ng et al. 1999), `[T, B]`: gamma * phi(s_t+1) - phi(s_t) between
-        consecutive observations of a trajectory, 0 on its last step and on padding. It adds
-        phi's change over an episode and leaves the optimal policy as it was."""
+        consecutive observations of a trajectory, 0 on padding and on its last step, whose next
+        observation a batch does not keep. Over an episode it adds about phi(last) - phi(first);
+        in the textbook setting (phi = 0 at termination) such shaping leaves the optimal policy
+        unchanged, here it is close to that."""
         obs = batch.obs.cpu().numpy()
         phi = torch.as_tensor(self.task.potential(obs.reshape(-1, obs.shape[-1])).reshape(obs.shape[:2]))
         phi = phi.to(device=batch.mask.device, dtype=torch.float32)

@@ -240,6 +240,7 @@ def eval_curve(run_dir: Path) -> dict[str, list[float]]:
 def cmd_train(args: argparse.Namespace) -> None:
     import json
 
+    from grpo_robot.config import validate
     from grpo_robot.trainer import Trainer
 
     out = Path(args.out)
@@ -247,10 +248,13 @@ def cmd_train(args: argparse.Namespace) -> None:
     results_path = out / "results.json"
     results = json.loads(results_path.read_text()) if results_path.is_file() else []
     done = {(r["start"], r["algo"], r["seed"]) for r in results}
-    from grpo_robot.config import validate
-
+    if "bc" in args.starts and args.task not in BC_PRESETS:
+        raise SystemExit(f"--task {args.task} has no BC preset; --starts bc takes {', '.join(BC_PRESETS)}")
     for spec in args.algos:  # a bad preset or override fails here, before any run starts
-        validate(run_config(args.task, spec, "scratch", 0, args, None))
+        try:
+            validate(run_config(args.task, spec, "scratch", 0, args, None))
+        except Exception as e:  # Hydra's composition errors and ConfigError alike
+            raise SystemExit(f"--algos {spec!r}: {str(e).splitlines()[0]}") from None
     for seed in args.seeds:
         for start in args.starts:
             init = bc_checkpoint(args.task, seed, out) if start == "bc" else None

@@ -67,5 +67,6 @@ def test_a_bad_algorithm_variant_fails_before_any_run(tmp_path):
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert result.returncode != 0
-    assert "algo.epochs=0 is invalid: must be >= 1" in result.stderr
+    expected = "--algos 'bad=grpo:algo.epochs=0': algo.epochs=0 is invalid: must be >= 1"
+    assert result.stderr.strip().splitlines() == [expected]  # one line, no traceback
     assert not list(tmp_path.glob("scratch_*"))  # no run was started
