@@ -11,9 +11,10 @@ from dataclasses import replace
 
 import pytest
 import torch
+from test_train import small_config
 
 from grpo_robot import checkpoint
-from grpo_robot.config import AlgoConfig, EnvConfig, PolicyConfig, TrainConfig
+from grpo_robot.config import AlgoConfig, PolicyConfig, TrainConfig
 from grpo_robot.evaluation import evaluate
 from grpo_robot.policies.tokenized import sample_categorical
 from grpo_robot.rollout import eval_seeds
@@ -31,17 +32,9 @@ def need_cuda():
 
 
 def config(device: str, policy: str = "gaussian", **overrides) -> TrainConfig:
-    cfg = TrainConfig(
-        env=EnvConfig(task="Reach"),
-        policy=PolicyConfig(type=policy, hidden_sizes=[64, 64]),
-        algo=AlgoConfig(group_size=8, groups_per_iter=16, epochs=2, minibatches=2),
-        iterations=2,
-        eval_every=1000,
-        eval_seeds=100,
-        device=device,
-        progress=False,
-    )
-    return replace(cfg, **overrides)
+    """test_train's small Reach config on `device`, with 100 evaluation seeds."""
+    policy_cfg = PolicyConfig(type=policy, hidden_sizes=[64, 64])
+    return small_config(device=device, policy=policy_cfg, **{"eval_seeds": 100, **overrides})
 
 
 def params(trainer: Trainer) -> dict[str, torch.Tensor]:
