@@ -8,9 +8,11 @@ From scratch, or from the same behaviour-cloned checkpoint as grpo-robot's runs:
 layers are copied into SB3's actor (trunk, mean head, log-std) and its observation normalization
 becomes a fixed wrapper around SB3's env. The value network starts fresh, as grpo-robot's
 critic does. Before training, the copy is checked: SB3's mean action must score what the clone
-scores on the held-out seeds. Every `eval_every_steps` env steps a callback evaluates the mean action on the
-same held-out seeds and the same batched env as grpo-robot's evaluation, and training stops at
-the target. Evaluation time is kept out of the training seconds, as in grpo-robot's runs.
+scores on the held-out seeds.
+
+Every `--sb3-eval-every` env steps a callback evaluates the mean action on the same held-out
+seeds and the same batched env as grpo-robot's evaluation, and training stops at the target.
+Evaluation time is kept out of the training seconds, as in grpo-robot's runs.
 Needs the `bench` extra.
 """
 
@@ -36,16 +38,14 @@ def identity(obs: np.ndarray) -> np.ndarray:
     return obs
 
 
-class FixedNormalizer:
-    """A clone's observation normalization, frozen: what its `ObsNormalizer.forward` computes."""
+def frozen_normalizer(obs_norm):
+    """The clone's own `ObsNormalizer`, applied to numpy observations without further updates."""
 
-    def __init__(self, obs_norm) -> None:
-        self.mean = obs_norm.mean.numpy()
-        self.scale = np.sqrt(obs_norm.var.numpy() + 1e-8)
-        self.clip = obs_norm.clip
+    @torch.no_grad()
+    def normalize(obs: np.ndarray) -> np.ndarray:
+        return obs_norm(torch.as_tensor(obs)).numpy().astype(np.float32)
 
-    def __call__(self, obs: np.ndarray) -> np.ndarray:
-        return np.clip((obs - self.mean) / self.scale, -self.clip, self.clip).astype(np.float32)
+    return normalize
 
 
 def evaluate_sb3(model, env: BatchedEnv, seeds: np.ndarray, normalize=identity) -> EvalResult:
@@ -92,7 +92,7 @@ def run_sb3(task: str, seed: int, args: argparse.Namespace, out: Path, init: Pat
     clone = None if init is None else load_clone(init)
     normalize, wrapper = identity, None
     if clone is not None and clone.obs_norm.enabled:  # SB3's env sees what the clone was trained on
-        normalize = FixedNormalizer(clone.obs_norm)
+        normalize = frozen_normalizer(clone.obs_norm)
 
         def wrapper(env):
             return gymnasium.wrappers.TransformObservation(env, normalize, env.observation_space)
