@@ -1,4 +1,5 @@
-"""Stable-Baselines3 PPO on a built-in task, as the outside reference of `benchmark.py train`.
+"""Stable-Baselines3 PPO on a built-in task, as the outside reference of a sweep
+(`scripts/benchmark.py train --sb3-steps N`).
 
 It trains on the same Gymnasium env (`grpo_robot/<Task>-v0`: reward 1 on the success step, the
 episode ends there or at the horizon) with SB3's PPO defaults (n_steps 2048 per env, batch 64,
@@ -10,16 +11,16 @@ becomes a fixed wrapper around SB3's env. The value network starts fresh, as grp
 critic does. Before training, the copy is checked: SB3's mean action must score what the clone
 scores on the held-out seeds.
 
-Every `--sb3-eval-every` env steps a callback evaluates the mean action on the same held-out
-seeds and the same batched env as grpo-robot's evaluation, and training stops at the target.
-Evaluation time is kept out of the training seconds, as in grpo-robot's runs.
-Needs the `bench` extra.
+Every `sb3_eval_every` env steps a callback evaluates SB3's mean action with grpo-robot's own
+evaluation (`grpo_robot.evaluation.evaluate`, the same held-out seeds and batched env), and
+training stops at the target. Evaluation time is kept out of the training seconds, as in
+grpo-robot's runs. Needs the `bench` extra; Stable-Baselines3 is imported only by `run_sb3`.
 """
 
 from __future__ import annotations
 
-import argparse
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -27,18 +28,20 @@ import torch
 
 from grpo_robot import machine
 from grpo_robot.batched import BatchedEnv
+from grpo_robot.bench.sweep import Sweep, record
 from grpo_robot.envs import TASKS, register_all
-from grpo_robot.evaluation import EvalResult
-from grpo_robot.rollout import eval_seeds
+from grpo_robot.evaluation import EvalResult, evaluate
+from grpo_robot.seeding import eval_seeds
 
 N_ENVS = 8
+CPU = torch.device("cpu")
 
 
 def identity(obs: np.ndarray) -> np.ndarray:
     return obs
 
 
-def frozen_normalizer(obs_norm):
+def frozen_normalizer(obs_norm) -> Callable[[np.ndarray], np.ndarray]:
     """The clone's own `ObsNormalizer`, applied to numpy observations without further updates."""
 
     @torch.no_grad()
@@ -48,13 +51,23 @@ def frozen_normalizer(obs_norm):
     return normalize
 
 
+class MeanAction(torch.nn.Module):
+    """A model with SB3's `predict` as the policy that `grpo_robot.evaluation.evaluate` runs:
+    `sample` returns its deterministic action (observations through `normalize` first)."""
+
+    def __init__(self, model, normalize: Callable[[np.ndarray], np.ndarray] = identity) -> None:
+        super().__init__()
+        self.model, self.normalize = model, normalize
+
+    def sample(self, obs: torch.Tensor, generator=None, deterministic: bool = True):
+        action, _ = self.model.predict(self.normalize(obs.cpu().numpy()), deterministic=True)
+        action = torch.as_tensor(action, device=obs.device)
+        return action, action, torch.zeros_like(action)
+
+
 def evaluate_sb3(model, env: BatchedEnv, seeds: np.ndarray, normalize=identity) -> EvalResult:
-    """Mean-action success on `seeds`, one world each, exactly like grpo_robot.evaluation."""
-    obs = env.reset(seeds)
-    while not env.done.all():
-        action, _ = model.predict(normalize(obs), deterministic=True)
-        obs, *_ = env.step(action)
-    return EvalResult(seeds, env.terminated & ~env.failed, env.steps.copy())
+    """Mean-action success of an SB3 model on `seeds`, by grpo-robot's evaluation."""
+    return evaluate(env, MeanAction(model, normalize), seeds, CPU)
 
 
 def load_clone(path: Path):
@@ -79,16 +92,16 @@ def copy_actor(clone, policy) -> None:
         policy.log_std.copy_(clone.log_std)
 
 
-def run_sb3(task: str, seed: int, args: argparse.Namespace, out: Path, init: Path | None = None) -> dict:
+def run_sb3(s: Sweep, seed: int, init: Path | None = None) -> dict:
+    """One SB3 PPO run of `s.task` from scratch (`init` None) or from the clone at `init`,
+    until the target or `s.sb3_steps` env steps; its record for results.json."""
     import gymnasium
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
 
-    from grpo_robot.evaluation import evaluate
-
     register_all()
-    env_id = f"grpo_robot/{task}-v{TASKS[task].version}"
+    env_id = f"grpo_robot/{s.task}-v{TASKS[s.task].version}"
     clone = None if init is None else load_clone(init)
     normalize, wrapper = identity, None
     if clone is not None and clone.obs_norm.enabled:  # SB3's env sees what the clone was trained on
@@ -100,20 +113,21 @@ def run_sb3(task: str, seed: int, args: argparse.Namespace, out: Path, init: Pat
     vec = make_vec_env(env_id, n_envs=N_ENVS, seed=seed, wrapper_class=wrapper)
     model = PPO("MlpPolicy", vec, seed=seed, device="cpu", verbose=0,
                 policy_kwargs={"net_arch": [128, 128], "activation_fn": torch.nn.Tanh})  # fmt: skip
-    eval_env = BatchedEnv(task, args.eval_seeds)
-    seeds = eval_seeds(args.eval_seeds)
+    eval_env = BatchedEnv(s.task, s.eval_seeds)
+    seeds = eval_seeds(s.eval_seeds)
     if clone is not None:
         copy_actor(clone, model.policy)
-        ours = evaluate(eval_env, clone, seeds, torch.device("cpu"))
+        ours = evaluate(eval_env, clone, seeds, CPU)
         theirs = evaluate_sb3(model, eval_env, seeds, normalize)
         if abs(ours.rate - theirs.rate) > 0.02:
             raise SystemExit(f"{init}: the clone scores {ours.rate:.0%}, its copy in SB3 {theirs.rate:.0%}")
         print(f"SB3 from {init}: the copy scores {theirs.rate:.0%}, the clone {ours.rate:.0%}", flush=True)
     curve = {"env_steps": [], "seconds": [], "success": []}
-    state = {"eval_s": 0.0, "target": {"target": args.target, "reached": False}, "next": 0}
+    state = {"eval_s": 0.0, "target": {"target": s.target, "reached": False}, "next": 0}
     start = time.perf_counter()
 
-    def record(steps: int) -> bool:
+    def evaluate_at(steps: int) -> bool:
+        """Evaluate, extend the curve; False once the target is reached (stop learning)."""
         t0 = time.perf_counter()
         result = evaluate_sb3(model, eval_env, seeds, normalize)
         state["eval_s"] += time.perf_counter() - t0
@@ -121,34 +135,31 @@ def run_sb3(task: str, seed: int, args: argparse.Namespace, out: Path, init: Pat
         curve["env_steps"].append(steps)
         curve["seconds"].append(elapsed)
         curve["success"].append(result.rate)
-        if result.rate >= args.target and not state["target"]["reached"]:
+        if result.rate >= s.target and not state["target"]["reached"]:
             state["target"].update(reached=True, env_steps=steps, success=result.rate, seconds=elapsed,
                                    train_seconds=elapsed - state["eval_s"])  # fmt: skip
-            return False  # stop learning
+            return False
         return True
 
     class EvalEvery(BaseCallback):
         def _on_step(self) -> bool:
             if self.num_timesteps >= state["next"]:
-                state["next"] += args.sb3_eval_every
-                return record(self.num_timesteps)
+                state["next"] += s.sb3_eval_every
+                return evaluate_at(self.num_timesteps)
             return True
 
-    record(0)
+    evaluate_at(0)
     if not state["target"]["reached"]:
-        model.learn(total_timesteps=args.sb3_steps, callback=EvalEvery())
+        model.learn(total_timesteps=s.sb3_steps, callback=EvalEvery())
     seconds = time.perf_counter() - start
     steps = int(model.num_timesteps)
     if not state["target"]["reached"]:  # after the last update (callbacks run while collecting)
         if curve["env_steps"][-1] == steps:
             for values in curve.values():
                 values.pop()
-        record(steps)
+        evaluate_at(steps)
     vec.close()
-    import stable_baselines3
-
-    run_machine = {**machine.describe(), "stable_baselines3": stable_baselines3.__version__}
-    return {"task": task, "start": "scratch" if init is None else "bc", "algo": "sb3_ppo", "seed": seed,
-            "target": state["target"],
-            "iterations": None, "env_steps": steps, "seconds": seconds, "eval_seconds": state["eval_s"],
-            "final_success": curve["success"][-1], "curve": curve, "machine": run_machine}  # fmt: skip
+    summary = {"target": state["target"], "iterations": None, "env_steps": steps, "seconds": seconds,
+               "eval_seconds": state["eval_s"], "eval": {"success_rate": curve["success"][-1]},
+               "machine": machine.describe("stable_baselines3")}  # fmt: skip
+    return record(s, "scratch" if init is None else "bc", "sb3_ppo", seed, summary, curve)

@@ -1,0 +1,70 @@
+"""Success after the same env-step budget for each policy type and each GRPO-family preset, on
+the default task, several training seeds each.
+
+Each run is `scripts/train.py` with the row's overrides plus `max_env_steps`, evaluated once at
+the end on held-out seeds (deterministic). Success counts each seed's run separately.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from grpo_robot.bench.markdown import rate_interval, row
+from grpo_robot.cli import compose_train_config
+from grpo_robot.stats import wilson_interval
+
+ROWS: dict[str, list[str]] = {
+    "gaussian": [],  # the default: Gaussian policy, grpo preset
+    "tokenized factorized": ["policy=tokenized_factorized", "algo.ratio=token"],
+    "tokenized autoregressive": ["policy=tokenized_autoregressive", "algo.ratio=token"],
+    "dr_grpo": ["algo=dr_grpo"],
+    "dapo": ["algo=dapo"],
+    "rloo": ["algo=rloo"],
+}
+ROW_KEYS = {name.replace(" ", "_"): name for name in ROWS}  # the names on the command line
+
+
+def run(row_name: str, seed: int, env_steps: int, n_eval: int, out: Path) -> dict:
+    """Train one row's config for `env_steps` env steps; its record."""
+    from grpo_robot.trainer import Trainer
+
+    overrides = [*ROWS[row_name], f"seed={seed}", f"max_env_steps={env_steps}", "iterations=100000"]
+    overrides += ["eval_every=100000", f"eval_seeds={n_eval}", "time_limit_min=null", "progress=false"]
+    cfg = compose_train_config(*overrides)
+    start = time.perf_counter()
+    trainer = Trainer(cfg, out / f"{row_name.replace(' ', '_')}-seed{seed}")
+    summary = trainer.run()
+    result = trainer.last_eval
+    return {
+        "row": row_name,
+        "seed": seed,
+        "overrides": ROWS[row_name],
+        "env_steps": summary["env_steps"],
+        "seconds": time.perf_counter() - start,
+        "successes": int(result.success.sum()),
+        "n": len(result.success),
+    }
+
+
+def cell(runs: list[dict]) -> str:
+    """Mean success in bold, then each seed's success with its 95% Wilson interval."""
+    parts = [rate_interval(r["successes"] / r["n"], wilson_interval(r["successes"], r["n"])) for r in runs]
+    mean = np.mean([r["successes"] / r["n"] for r in runs])
+    return f"**{mean:.0%}** | " + " · ".join(parts)
+
+
+def table(results: list[dict], rows: Sequence[str]) -> str:
+    """Markdown, a line per row name (as in `ROWS`) over the records of `run`."""
+    lines = [
+        "| row | overrides | mean success | per training seed: success [95% Wilson] | minutes per run |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for name in rows:
+        runs = [r for r in results if r["row"] == name]
+        minutes = np.mean([r["seconds"] for r in runs]) / 60
+        lines.append(row(name, f"`{' '.join(ROWS[name]) or '(default)'}`", cell(runs), f"{minutes:.1f}"))
+    return "\n".join(lines)

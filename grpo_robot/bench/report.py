@@ -1,0 +1,70 @@
+"""A Markdown table of finished training runs, from their summary.json, resolved_config.yaml,
+TensorBoard events and .hydra/overrides.yaml."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import yaml
+
+from grpo_robot.bench.curves import EVAL_TAG, first_reaching, read_scalars
+from grpo_robot.bench.markdown import rate_interval, row
+from grpo_robot.machine import one_line
+
+
+def interval(record: dict | None) -> str:
+    """A stored evaluation (`EvalResult.to_json()`) as `rate [low, high]`, or `-`."""
+    if not record:
+        return "-"
+    return rate_interval(record["success_rate"], record["wilson95"], decimals=1)
+
+
+def reaching(run: Path, target: float) -> str:
+    """Env steps and seconds (from the first logged eval) at the first eval >= target."""
+    points = read_scalars(run).get(EVAL_TAG)
+    if not points:
+        return "-"
+    hit = first_reaching(points, target)
+    return "not reached" if hit is None else f"{hit[0] / 1e6:.2f} M, {hit[1]:.0f} s"
+
+
+def run_row(run: Path, summary: dict, target: float) -> str:
+    config = yaml.safe_load((run / "resolved_config.yaml").read_text())
+    overrides_file = run / ".hydra" / "overrides.yaml"
+    overrides = yaml.safe_load(overrides_file.read_text()) if overrides_file.is_file() else []
+    overrides = [o for o in overrides if not o.startswith("hydra.")]
+    initial = summary.get("initial_policy") or {}
+    return row(
+        config["env"]["task"],
+        config["seed"],
+        initial.get("demo_episodes", "-"),
+        interval(initial.get("eval")),
+        interval(summary["eval"]),
+        f"{summary['env_steps'] / 1e6:.2f} M",
+        f"{summary['seconds']:.0f} s",
+        reaching(run, target),
+        f"`python scripts/train.py {' '.join(overrides)}`",
+    )
+
+
+def report(runs: Sequence[Path], target: float, skipped: Callable[[str], None]) -> Iterator[str]:
+    """The table's lines, a row per finished run (`skipped` hears of the others), then a line
+    per machine the runs ran on."""
+    yield (
+        "| task | seed | demos | start (BC) success, 95% CI | GRPO success, 95% CI | env steps | wall-clock "
+        f"| first eval >= {target:.0%} | command |"
+    )
+    yield "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    machines = set()
+    for run in runs:
+        if not (run / "summary.json").is_file():
+            skipped(f"skipped {run}: no summary.json (not finished)")
+            continue
+        summary = json.loads((run / "summary.json").read_text())
+        yield run_row(run, summary, target)
+        if "machine" in summary:
+            machines.add(one_line(summary["machine"]))
+    for m in sorted(machines):
+        yield f"\n{m}"

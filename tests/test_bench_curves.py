@@ -1,0 +1,63 @@
+"""Evaluation curves from TensorBoard events, and the table of finished runs built on them."""
+
+import json
+
+import yaml
+from torch.utils.tensorboard import SummaryWriter
+
+from grpo_robot.bench.curves import EVAL_TAG, eval_curve, first_reaching, read_scalars
+from grpo_robot.bench.report import report
+
+MACHINE = {"cpu": "Test CPU", "cores": 2, "gpu": None, "python": "3.11", "torch": "2", "mujoco": "3", "numpy": "1"}
+
+
+def write_events(run_dir, evals, first_wall_time=1000.0):
+    """A loss logged first, then `evals`: (env steps, wall time, success)."""
+    writer = SummaryWriter(str(run_dir / "tb"))
+    writer.add_scalar("losses/policy", 0.5, 0, walltime=first_wall_time)
+    for step, wall_time, success in evals:
+        writer.add_scalar(EVAL_TAG, success, step, walltime=wall_time)
+    writer.close()
+
+
+def test_eval_curve_counts_seconds_from_the_first_event(tmp_path):
+    write_events(tmp_path, [(0, 1004.0, 0.25), (5000, 1010.5, 0.5), (12000, 1030.0, 1.0)])
+    assert eval_curve(tmp_path) == {
+        "env_steps": [0, 5000, 12000],
+        "seconds": [4.0, 10.5, 30.0],
+        "success": [0.25, 0.5, 1.0],
+    }
+    points = read_scalars(tmp_path)[EVAL_TAG]
+    assert first_reaching(points, 0.5) == (5000, 6.5)  # seconds from the first evaluation
+    assert first_reaching(points, 0.0) == (0, 0.0)
+    assert first_reaching(points[:2], 0.9) is None
+
+
+def make_run(run_dir, evals, summary, overrides):
+    run_dir.mkdir()
+    write_events(run_dir, evals)
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+    (run_dir / "resolved_config.yaml").write_text(yaml.safe_dump({"env": {"task": "LiftCube"}, "seed": 2}))
+    (run_dir / ".hydra").mkdir()
+    (run_dir / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+
+
+def test_report_of_runs(tmp_path):
+    final = {"n": 200, "success_rate": 0.985, "wilson95": [0.957, 0.995]}
+    start = {"n": 200, "success_rate": 0.33, "wilson95": [0.269, 0.398]}
+    summary = {"eval": final, "env_steps": 3_530_000, "seconds": 279.4, "machine": MACHINE,
+               "initial_policy": {"demo_episodes": 10, "eval": start}}  # fmt: skip
+    make_run(tmp_path / "a", [(0, 1001.0, 0.3), (3_030_000, 1241.0, 0.96)], summary,
+             ["experiment=lift_cube_bc", "seed=2", "hydra.run.dir=x"])  # fmt: skip
+    make_run(tmp_path / "b", [(0, 1001.0, 0.3)], {**summary, "initial_policy": None}, [])
+    (tmp_path / "c").mkdir()
+    skipped = []
+    lines = list(report([tmp_path / "a", tmp_path / "c", tmp_path / "b"], 0.95, skipped.append))
+    assert lines[0].endswith("| first eval >= 95% | command |")
+    assert lines[2:] == [
+        "| LiftCube | 2 | 10 | 33.0% [26.9%, 39.8%] | 98.5% [95.7%, 99.5%] | 3.53 M | 279 s | 3.03 M, 240 s "
+        "| `python scripts/train.py experiment=lift_cube_bc seed=2` |",
+        "| LiftCube | 2 | - | - | 98.5% [95.7%, 99.5%] | 3.53 M | 279 s | not reached | `python scripts/train.py ` |",
+        "\nTest CPU, 2 cores, no GPU; Python 3.11, torch 2, mujoco 3, numpy 1",
+    ]
+    assert skipped == [f"skipped {tmp_path / 'c'}: no summary.json (not finished)"]

@@ -1,0 +1,59 @@
+"""The physical-limit replay feeds the physics exactly what `BatchedEnv` applied."""
+
+import numpy as np
+
+from grpo_robot.batched import BatchedEnv
+from grpo_robot.bench.limit import LimitReplay, Recording, episode_plan, record_batched, run_batched
+
+
+def test_every_control_step_replayed_alone_lands_on_the_batched_state():
+    """From the state before a step, the replay of that one step (ctrl held for n_substeps, the
+    world's mocap targets) gives the batched env's next state bit for bit."""
+    env = BatchedEnv("PushCube", 3, nthread=1)
+    replay = LimitReplay(BatchedEnv("PushCube", 3, nthread=1, horizon=1), 1)
+    rng = np.random.default_rng(0)
+    env.reset(np.array([5, 6, 7]))
+    for _ in range(12):
+        before = env.state.copy()
+        actions = rng.uniform(-1.0, 1.0, (3, env.action_dim))
+        env.step(actions)
+        assert not env.done.any()  # every world was stepped
+        replay.load(Recording(before, env.mocap_pos.copy(), actions[None]))
+        np.testing.assert_array_equal(replay.final_states(), env.state)
+    assert not np.array_equal(before, env.state)
+
+
+def test_an_episode_is_laid_out_as_its_steps_replayed_one_by_one():
+    env = BatchedEnv("Reach", 4, nthread=1)
+    (rec,) = record_batched(env, episode_plan(3, 4, 1))
+    full = LimitReplay(env, 1)
+    full.load(rec)
+    one = LimitReplay(BatchedEnv("Reach", 4, nthread=1, horizon=1), 1)
+    nsub = env.task.n_substeps
+    assert full.control.shape[1] == env.horizon * nsub
+    for t in range(env.horizon):
+        one.load(Recording(rec.state0, rec.mocap_pos, rec.actions[t : t + 1]))
+        np.testing.assert_array_equal(full.control[:, t * nsub : (t + 1) * nsub], one.control)
+    np.testing.assert_array_equal(full.state0, rec.state0)
+
+
+def test_recording_mirrors_the_timed_loop():
+    env = BatchedEnv("Reach", 8, nthread=1)
+    plan = episode_plan(0, 8, 2)
+    live, seconds = run_batched(env, plan)
+    recordings = record_batched(env, plan)
+    assert seconds > 0 and live == sum(r.live_steps for r in recordings)
+    last = recordings[-1]
+    assert last.live_steps == env.steps.sum() and last.failed == env.failed.sum() == 0
+    np.testing.assert_array_equal(last.actions[env.steps.max() :], 0.0)  # after the last step
+    assert (np.abs(last.actions[: env.steps.min()]) > 0).all()
+    assert LimitReplay(env, 1).run(recordings) > 0
+
+
+def test_episode_plan_draws_fresh_starts_each_episode():
+    plan = episode_plan(seed=2, num_worlds=4, num_episodes=3)
+    seeds = np.concatenate([ep.world_seeds for ep in plan])
+    assert len(np.unique(seeds)) == 12 and seeds.dtype == np.int64
+    assert seeds[0] == 2 * 1_000_003 and [ep.action_seed for ep in plan] == [15_838, 15_839, 15_840]
+    again = episode_plan(seed=2, num_worlds=4, num_episodes=3)
+    assert all(np.array_equal(a.world_seeds, b.world_seeds) for a, b in zip(plan, again, strict=True))

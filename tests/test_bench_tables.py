@@ -1,0 +1,85 @@
+"""The printed tables, from given numbers."""
+
+import argparse
+
+import pytest
+
+from grpo_robot.bench import compare, envs
+from grpo_robot.bench.markdown import rate_interval, row
+
+ROWS = [
+    envs.Row("Reach", 64, 43_411.4, 63_328.0, 6_344.2, 23, 0.9871, 0, 193,
+             {"batched": 0.004, "limit": 0.012, "sync": 0.02}, 0.0234, 0),
+    envs.Row("PushCube", 256, 25_691.0, 28_624.0, 4_745.0, 3, 0.998, 2, 37,
+             {"batched": 0.01, "limit": 0.0, "sync": 0.31}, 0.5, 3),
+]  # fmt: skip
+INFO = {"cpu": "AMD EPYC", "cores": 2, "logical_cores": 4, "os": "Linux-6", "python": "3.11.7", "mujoco": "3.3.7",
+        "numpy": "2.4.6", "gymnasium": "1.4.0"}  # fmt: skip
+
+
+def test_markdown_pieces():
+    assert row("a", 1, 2.5) == "| a | 1 | 2.5 |"
+    assert rate_interval(0.25, (0.1, 0.4)) == "25% [10%, 40%]"
+    assert rate_interval(0.985, (0.957, 0.995), decimals=1) == "98.5% [95.7%, 99.5%]"
+
+
+def test_env_throughput_tables():
+    assert envs.table(ROWS).splitlines()[2:] == [
+        "| Reach | 64 | 43,411 | 63,328 | 0.69 | 6,344 | 6.8 |",
+        "| PushCube | 256 | 25,691 | 28,624 | 0.90 | 4,745 | 5.4 |",
+    ]
+    assert envs.details(ROWS).splitlines()[2:] == [
+        "| Reach | 64 | 23 | 0.987 | 0 | 193 | 0% / 1% / 2% | 0.02 | 0 |",
+        "| PushCube | 256 | 3 | 0.998 | 2 | 37 | 1% / 0% / 31% | 0.50 | 3 |",
+    ]
+
+
+def test_env_throughput_header():
+    s = envs.Settings(tasks=["Reach"], worlds=[64], min_time=2.0, repeats=3, nthread=2)
+    assert envs.header(s, 0.06, 222.3, INFO).splitlines() == [
+        "machine: AMD EPYC, 4 logical cores (2 usable), 2 threads used",
+        "os: Linux-6",
+        "python 3.11.7, mujoco 3.3.7, numpy 2.4.6, gymnasium 1.4.0",
+        "settings: seed 0, best of 3 repeats, ~2 s per repeat, repeats redone above 0.1 cores of other load "
+        "(budget 120 s)",
+        "run took 222 s wall; other processes used 0.1 CPU s of the 889 available",
+    ]
+    quick = envs.Settings(["Reach"], [16], 0.1, 1, 1, seed=3, episodes=1, max_foreign_load=0.5, max_wait=5)
+    lines = envs.header(quick, None, 4.0, INFO).splitlines()
+    assert lines[3] == (
+        "settings: seed 3, best of 1 repeats, ~0.1 s per repeat, 1 episodes per repeat, "
+        "repeats redone above 0.5 cores of other load (budget 5 s)"
+    )
+    assert lines[4] == "run took 4 s wall; other processes used an unknown amount of CPU of the 16 available"
+
+
+def parse_env_options(*argv):
+    parser = argparse.ArgumentParser()
+    envs.add_arguments(parser)
+
+    def error(message):
+        raise ValueError(message)
+
+    return envs.settings_from_args(parser.parse_args(argv), error)
+
+
+def test_env_options_quick_fills_only_what_was_not_given():
+    quick = parse_env_options("--quick", "--worlds", "8", "--tasks", "Reach")
+    assert (quick.tasks, quick.worlds, quick.min_time, quick.repeats, quick.episodes) == (["Reach"], [8], 0.1, 1, 1)
+    full = parse_env_options("--repeats", "5")
+    assert (full.worlds, full.min_time, full.repeats, full.episodes, full.sync_steps) == ([64, 256], 2.0, 5, None, None)
+    assert full.tasks == list(envs.TASKS)
+    with pytest.raises(ValueError, match="--min-time > 0"):
+        parse_env_options("--min-time", "0")
+
+
+def test_comparison_table():
+    results = [
+        {"row": "gaussian", "seed": 0, "seconds": 60.0, "successes": 0, "n": 200},
+        {"row": "gaussian", "seed": 1, "seconds": 120.0, "successes": 150, "n": 200},
+        {"row": "dr_grpo", "seed": 0, "seconds": 90.0, "successes": 100, "n": 200},
+    ]
+    assert compare.table(results, ["gaussian", "dr_grpo"]).splitlines()[2:] == [
+        "| gaussian | `(default)` | **38%** | 0% [0%, 2%] · 75% [69%, 80%] | 1.5 |",
+        "| dr_grpo | `algo=dr_grpo` | **50%** | 50% [43%, 57%] | 1.5 |",
+    ]
