@@ -1,0 +1,38 @@
+# make train: the default job; make test: ruff, then the test suite. Both first run `make setup`,
+# which creates .venv (if missing) and installs into it PyTorch's CPU build, then this package
+# (editable, with the dev, fetch and robosuite extras). It reinstalls only when pyproject.toml changes.
+#   make train ARGS="seed=3 algo.group_size=8"   # Hydra overrides for scripts/train.py
+#   make test ARGS="-m slow -x"                  # options for pytest
+
+PYTHON ?= python3
+TORCH ?= torch==2.13.0
+EXTRAS ?= dev,fetch,robosuite
+ARGS ?=
+
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+# As `. .venv/bin/activate` would, for the commands below and anything they start.
+export VIRTUAL_ENV := $(abspath $(VENV))
+export PATH := $(VIRTUAL_ENV)/bin:$(PATH)
+
+.PHONY: setup train test
+
+setup: $(STAMP)
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# PyTorch first: left to resolve `torch` itself, pip may download a multi-GB CUDA build.
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install $(TORCH)
+	$(BIN)/pip install -e ".[$(EXTRAS)]"
+	touch $@
+
+train: setup
+	$(BIN)/python scripts/train.py $(ARGS)
+
+test: setup
+	$(BIN)/ruff check .
+	$(BIN)/pytest $(ARGS)
