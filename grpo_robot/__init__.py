@@ -9,7 +9,8 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from grpo_robot import envs  # noqa: E402
-from grpo_robot.batched import BatchedEnv, group_seeds  # noqa: E402
+from grpo_robot.batched import BatchedEnv  # noqa: E402
+from grpo_robot.seeding import group_seeds  # noqa: E402
 
 __version__ = "0.1.0"
 

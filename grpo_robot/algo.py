@@ -1,18 +1,34 @@
-"""The GRPO family's pieces as pure functions with hand-checkable numbers.
+"""Every variant of the objective as a registered pure function with hand-checkable numbers.
 
 Shapes: group outcomes `rewards: [G, N]` (G groups of N members). Loss terms are computed per
 *element*: a token (`ratio=token`), an action step (`ratio=action`) or a whole trajectory
-(`ratio=sequence`). Elements are packed, `[E]`, with `traj: [E]` naming each one's trajectory.
-Advantage estimators, aggregations and KL estimators are registered under the names the config
-uses (`algo.advantage`, `algo.aggregation`, `algo.kl_estimator`); adding a variant means adding
-one function.
+(`ratio=sequence`, GSPO). Elements are packed, `[E]`, with `traj: [E]` naming each one's trajectory.
+
+Registries, under the names the config uses; adding a variant is one decorated function and
+the config value that names it (a name registered twice raises):
+  ADVANTAGE_ESTIMATORS  algo.advantage    group outcomes -> advantages; `gae` needs a critic
+  RATIO_LEVELS          algo.ratio        per-step log-probs -> the elements that are clipped
+  AGGREGATIONS          algo.aggregation  per-element objective -> the minibatch loss
+  KL_ESTIMATORS         algo.kl.estimator
+  POLICY_LOSSES         algo.policy_loss  (logp, logp_old, advantages, layout, cfg) -> (loss, metrics)
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:
+    from grpo_robot.config import AlgoConfig
+
+
+def _file(table: dict[str, Any], name: str, entry: Any) -> None:
+    if name in table:
+        raise ValueError(f"{name!r} is already registered")
+    table[name] = entry
 
 
 def _registrar(table: dict[str, Callable]) -> Callable[[str], Callable[[Callable], Callable]]:
@@ -20,7 +36,7 @@ def _registrar(table: dict[str, Callable]) -> Callable[[str], Callable[[Callable
 
     def register(name: str) -> Callable[[Callable], Callable]:
         def deco(fn: Callable) -> Callable:
-            table[name] = fn
+            _file(table, name, fn)
             return fn
 
         return deco
@@ -28,9 +44,29 @@ def _registrar(table: dict[str, Callable]) -> Callable[[str], Callable[[Callable
     return register
 
 
-AdvantageFn = Callable[[torch.Tensor, float], torch.Tensor]
-ADVANTAGE_ESTIMATORS: dict[str, AdvantageFn] = {}
-register_advantage = _registrar(ADVANTAGE_ESTIMATORS)
+@dataclass(frozen=True)
+class AdvantageEstimator:
+    """A registered advantage estimator. Group estimators (`needs_critic=False`) map outcomes
+    `rewards [G, N], eps -> [G, N]`, one advantage per trajectory. An estimator that needs a
+    critic maps per-step `rewards, values, mask [T, B], gamma, lam -> (advantages, returns)`
+    (grpo_robot/critic.py calls it)."""
+
+    fn: Callable[..., Any]
+    needs_critic: bool = False
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+
+ADVANTAGE_ESTIMATORS: dict[str, AdvantageEstimator] = {}
+
+
+def register_advantage(name: str, needs_critic: bool = False) -> Callable[[Callable], Callable]:
+    def deco(fn: Callable) -> Callable:
+        _file(ADVANTAGE_ESTIMATORS, name, AdvantageEstimator(fn, needs_critic))
+        return fn
+
+    return deco
 
 
 @register_advantage("grpo")
@@ -66,6 +102,7 @@ def rloo_advantages(rewards: torch.Tensor, eps: float = 0.0) -> torch.Tensor:
     return rewards - others
 
 
+@register_advantage("gae", needs_critic=True)
 def gae(
     rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: float, lam: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -91,12 +128,6 @@ def gae(
 def mixed_fraction(rewards: torch.Tensor) -> float:
     """Fraction of groups `[G, N]` whose outcomes are not all equal (the groups that teach)."""
     return (rewards.amax(-1) != rewards.amin(-1)).to(torch.float64).mean().item()
-
-
-def broadcast_to_steps(advantages: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Trajectory advantages `[B]` onto every valid step of a padded batch `mask: [T, B]` -> `[T, B]`,
-    zero on padding."""
-    return advantages.to(torch.float32)[None, :] * mask.to(torch.float32)
 
 
 def clipped_surrogate(
@@ -186,3 +217,144 @@ def seq_mean_token_sum_norm(
     """Dr. GRPO: each trajectory's sum divided by one constant `norm` (max horizon x elements
     per step), then the mean over trajectories: no per-trajectory length bias."""
     return values.sum() / (norm * len(members))
+
+
+# -- ratio levels --------------------------------------------------------------------------------
+
+
+@dataclass
+class Elements:
+    """A minibatch's steps regrouped into the elements that are clipped, `[E]` each."""
+
+    log_ratio: torch.Tensor  # log(pi / pi_old) per element
+    advantages: torch.Tensor
+    kl_ref: torch.Tensor  # KL estimate to the reference per element (zeros without one)
+    entropy: torch.Tensor
+    traj: torch.Tensor  # [E] trajectory of each element
+    lengths: torch.Tensor  # [B] elements per trajectory
+    norm: float  # Dr. GRPO's constant: the most elements a trajectory can have
+
+
+@dataclass
+class Layout:
+    """Where a minibatch's steps sit: `traj [s]` each step's trajectory, `lengths [B]` valid steps
+    per trajectory of the batch, `members [M]` the minibatch's trajectories, `horizon` the most
+    steps an episode can have."""
+
+    traj: torch.Tensor
+    lengths: torch.Tensor
+    members: torch.Tensor
+    horizon: int
+
+
+RatioLevelFn = Callable[..., Elements]
+RATIO_LEVELS: dict[str, RatioLevelFn] = {}
+register_ratio_level = _registrar(RATIO_LEVELS)
+
+# A ratio level takes per-step token log-probs `logp, logp_old, logp_ref (or None), entropy:
+# [s, n_tokens]`, per-step `advantages: [s]`, the `layout` and a KL estimator.
+
+
+def _kl_or_zeros(kl_fn, logp, logp_ref):
+    return kl_fn(logp, logp_ref) if logp_ref is not None else torch.zeros_like(logp)
+
+
+@register_ratio_level("action")
+def action_ratio(logp, logp_old, logp_ref, entropy, advantages, layout: Layout, kl_fn) -> Elements:
+    """One ratio per action step: the product of its tokens' ratios."""
+    logp = logp.sum(-1)
+    logp_ref = None if logp_ref is None else logp_ref.sum(-1)
+    return Elements(logp - logp_old.sum(-1), advantages, _kl_or_zeros(kl_fn, logp, logp_ref), entropy.sum(-1),
+                    layout.traj, layout.lengths, float(layout.horizon))  # fmt: skip
+
+
+@register_ratio_level("token")
+def token_ratio(logp, logp_old, logp_ref, entropy, advantages, layout: Layout, kl_fn) -> Elements:
+    """Every token its own clipped term (each action dimension of a tokenized policy)."""
+    n_tok = logp.shape[-1]
+    logp = logp.flatten()
+    logp_ref = None if logp_ref is None else logp_ref.flatten()
+    return Elements(logp - logp_old.flatten(), advantages.repeat_interleave(n_tok),
+                    _kl_or_zeros(kl_fn, logp, logp_ref), entropy.flatten(), layout.traj.repeat_interleave(n_tok),
+                    layout.lengths * n_tok, float(layout.horizon * n_tok))  # fmt: skip
+
+
+@register_ratio_level("sequence")
+def sequence_ratio(logp, logp_old, logp_ref, entropy, advantages, layout: Layout, kl_fn) -> Elements:
+    """GSPO: one ratio per trajectory, the geometric mean of its token ratios; its advantage,
+    KL and entropy are the means over its steps (tokens)."""
+    members, elem_traj = torch.unique(layout.traj, return_inverse=True)
+    lengths = layout.lengths
+    tokens = (lengths[members] * logp.shape[-1]).to(logp.dtype)
+    per_traj = torch.zeros(len(members), dtype=logp.dtype, device=logp.device)
+
+    def traj_mean(x):  # mean over each trajectory's tokens, [s, n_tok] -> [M]
+        return per_traj.index_add(0, elem_traj, x.sum(-1)) / tokens
+
+    adv = torch.zeros_like(per_traj).index_add(0, elem_traj, advantages) / lengths[members].to(advantages.dtype)
+    kl_ref = traj_mean(kl_fn(logp, logp_ref)) if logp_ref is not None else torch.zeros_like(per_traj)
+    return Elements(traj_mean(logp - logp_old), adv, kl_ref, traj_mean(entropy), members, torch.ones_like(lengths), 1.0)
+
+
+def gradient_steps(advantages: torch.Tensor, every_step: bool) -> torch.Tensor:
+    """`[S]` bool, the steps a minibatch must score. A zero-advantage step adds nothing to the
+    clipped surrogate's gradient, so it is left out unless `every_step` (a KL or entropy term,
+    or a value loss, needs it); every aggregation keeps its full denominator either way."""
+    return torch.ones_like(advantages, dtype=torch.bool) if every_step else advantages != 0
+
+
+# -- the policy loss -----------------------------------------------------------------------------
+PolicyLossFn = Callable[..., tuple[torch.Tensor, dict[str, torch.Tensor]]]
+POLICY_LOSSES: dict[str, PolicyLossFn] = {}
+register_policy_loss = _registrar(POLICY_LOSSES)
+
+
+@register_policy_loss("clipped")
+def clipped_policy_loss(
+    logp: torch.Tensor,
+    logp_old: torch.Tensor,
+    advantages: torch.Tensor,
+    layout: Layout,
+    cfg: AlgoConfig,
+    logp_ref: torch.Tensor | None = None,
+    entropy: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """PPO's clipped surrogate at `cfg.ratio`'s level, minus `cfg.kl.beta` x KL to the reference,
+    plus `cfg.entropy_coef` x entropy, aggregated by `cfg.aggregation`, negated (to minimize).
+
+    `logp, logp_old, logp_ref, entropy: [s, n_tokens]` and `advantages: [s]` per step of the
+    minibatch. -> (loss, metrics as 0-d tensors: policy_loss (the surrogate alone),
+    clip_fraction, approx_kl (to the rollout policy), kl_ref, entropy)."""
+    entropy = torch.zeros_like(logp) if entropy is None else entropy
+    clip = cfg.clip
+    low = clip.low if clip.low is not None else clip.eps
+    high = clip.high if clip.high is not None else clip.eps
+    el = RATIO_LEVELS[cfg.ratio](logp, logp_old, logp_ref, entropy, advantages, layout, KL_ESTIMATORS[cfg.kl.estimator])
+    surrogate, ratio, clipped = clipped_surrogate(
+        el.log_ratio, torch.zeros_like(el.log_ratio), el.advantages, low, high, clip.dual
+    )
+    objective = surrogate
+    # terms with a zero weight stay out of the graph: backward would still walk them
+    if cfg.kl.beta > 0:
+        objective = objective - cfg.kl.beta * el.kl_ref
+    if cfg.entropy_coef > 0:
+        objective = objective + cfg.entropy_coef * el.entropy
+    aggregate = AGGREGATIONS[cfg.aggregation]
+    loss = -aggregate(objective, el.traj, el.lengths, layout.members, el.norm)
+    with torch.no_grad():
+        metrics = {
+            "policy_loss": -aggregate(surrogate, el.traj, el.lengths, layout.members, el.norm),
+            "clip_fraction": clipped.float().mean(),
+            "approx_kl": (ratio - 1 - torch.log(ratio)).mean(),
+            "kl_ref": el.kl_ref.mean(),
+            "entropy": entropy.sum(-1).mean(),
+        }
+    return loss, metrics
+
+
+def group_relative(name: str, rewards: torch.Tensor, eps: float) -> torch.Tensor:
+    """The registered group estimator `name` on outcomes `[G, N]` -> float32 `[G * N]`."""
+    estimator = ADVANTAGE_ESTIMATORS[name]
+    if estimator.needs_critic:
+        raise ValueError(f"advantage={name} needs a critic; it cannot score groups of outcomes")
+    return estimator(rewards, eps).reshape(-1).to(torch.float32)

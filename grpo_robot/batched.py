@@ -14,6 +14,7 @@ observation is exact. Both backends share this code, so they agree.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 
 import mujoco
@@ -23,6 +24,7 @@ from mujoco import rollout
 from grpo_robot.envs import make_task
 from grpo_robot.envs.scene import ACTION_MATRIX, ACTION_OFFSET
 from grpo_robot.envs.task import Task
+from grpo_robot.seeding import check_seeds
 
 CONTROL_SPEC = mujoco.mjtState.mjSTATE_CTRL.value | mujoco.mjtState.mjSTATE_MOCAP_POS.value
 
@@ -33,26 +35,6 @@ def default_threads() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
-
-
-def group_seeds(seeds: Sequence[int], group_size: int) -> np.ndarray:
-    """`[G]` group seeds -> `[G * group_size]` world seeds, members of a group adjacent, so
-    per-world arrays reshape as `[G * N] -> [G, N]`."""
-    if group_size < 1:
-        raise ValueError(f"group_size must be >= 1, got {group_size}")
-    return np.repeat(np.asarray(seeds, dtype=np.int64), group_size)
-
-
-def check_seeds(seeds: Sequence[int], num_worlds: int) -> np.ndarray:
-    """`seeds` as an integer array of one non-negative seed per world, else `ValueError`."""
-    seeds = np.asarray(seeds)
-    if seeds.shape != (num_worlds,) or not np.issubdtype(seeds.dtype, np.integer):
-        raise ValueError(
-            f"seeds must be {num_worlds} integers (one per world), got shape {seeds.shape} and dtype {seeds.dtype}"
-        )
-    if (seeds < 0).any():
-        raise ValueError(f"seeds must be >= 0, got {seeds[seeds < 0][0]}")
-    return seeds
 
 
 def check_actions(actions: np.ndarray, active: np.ndarray, action_dim: int) -> np.ndarray:
@@ -125,6 +107,7 @@ class BatchedEnv:
         self.terminated = np.zeros(B, dtype=bool)
         self.truncated = np.zeros(B, dtype=bool)
         self.failed = np.zeros(B, dtype=bool)  # physics went non-finite or unstable
+        self.physics_seconds = 0.0  # wall time spent in mujoco.rollout calls since construction
         self._was_reset = False
 
     # -- API --------------------------------------------------------------------------------------
@@ -176,7 +159,9 @@ class BatchedEnv:
         actions = check_actions(actions, active, self.action_dim)
         idx = np.flatnonzero(active)
         if len(idx):
+            start = time.perf_counter()
             self._simulate(idx, np.clip(actions[idx], -1.0, 1.0))
+            self.physics_seconds += time.perf_counter() - start
         info = {
             "is_success": self.success.copy(),
             "failed": self.failed.copy(),

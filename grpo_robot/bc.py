@@ -14,9 +14,13 @@ getting sharper, so its held-out likelihood worsens long before its chosen actio
 from __future__ import annotations
 
 import copy
+import json
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -69,7 +73,7 @@ def behaviour_clone(policy: Policy, data: DemoDataset, cfg: BCConfig, device: to
     train_ep, val_ep = split_episodes(data.n_episodes, cfg.val_fraction, cfg.seed)
     episode = data.episode_index()
     labels = data.expert_actions if cfg.labels == "expert" else data.actions
-    smooth = policy.kind == "tokenized" and cfg.token_sigma > 0
+    smooth = policy.type == "tokenized" and cfg.token_sigma > 0
 
     def rows(episodes: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         sel = np.isin(episode, episodes)
@@ -150,3 +154,27 @@ def checkpoint_from_bc(policy: Policy, cfg: TrainConfig, dataset: str, result: B
         "bc": {"dataset": dataset, **result.to_json()},
         "eval": None if evaluation is None else evaluation.to_json(),
     }
+
+
+def pretrain_stage(cfg: TrainConfig, run_dir: Path, demos: DemoDataset | None, device: torch.device,
+                   adopt: Callable[[Policy], Any]) -> dict[str, Any]:  # fmt: skip
+    """The `pretrain=true` stage: collect demonstrations with the task's expert (or use `demos`),
+    behaviour-clone a policy of `cfg.policy`, hand it to `adopt` (which trains it from now on and
+    returns its evaluation), and write `demos.npz`, `demos.json`, `bc.pt` and `bc.json` in
+    `run_dir`. -> the record of how the initial policy was made."""
+    from grpo_robot.demos import collect_demos
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if demos is not None:
+        data, demos_path, collect_stats = demos, Path(cfg.demos.path), None
+    else:
+        d = cfg.demos
+        data, stats = collect_demos(cfg.env.task, d.episodes, d.noise, d.seed, d.max_attempts, nthread=cfg.env.nthread)
+        demos_path, collect_stats = data.save(run_dir / "demos.npz"), stats.to_json()
+        (run_dir / "demos.json").write_text(json.dumps(collect_stats, indent=1))
+    policy, result = clone(data, cfg.policy, cfg.bc, device)
+    bc_eval = adopt(policy)
+    checkpoint.save_atomic(checkpoint_from_bc(policy, cfg, str(demos_path), result, bc_eval), run_dir / "bc.pt")
+    info = {"demos": str(demos_path), "collect": collect_stats, "bc": result.to_json(), "eval": bc_eval.to_json()}
+    (run_dir / "bc.json").write_text(json.dumps(info, indent=1))
+    return {"source": str(run_dir / "bc.pt"), "demo_episodes": data.n_episodes}

@@ -60,7 +60,7 @@ def load(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str
 
 def policy_record(policy: Policy) -> dict[str, Any]:
     return {
-        "type": policy.kind,
+        "type": policy.type,
         "obs_dim": policy.obs_dim,
         "action_dim": policy.action_dim,
         "kwargs": policy.init_kwargs(),
@@ -72,3 +72,49 @@ def policy_from_record(record: dict[str, Any], device: str | torch.device = "cpu
     policy = build_policy(record["type"], record["obs_dim"], record["action_dim"], **record["kwargs"])
     policy.load_state_dict(record["state_dict"])
     return policy.to(device)
+
+
+# architecture keys that must match between an init_from checkpoint and the config; the
+# others (temperature, init_std) are sampling settings or superseded by the loaded weights
+ARCHITECTURE_KEYS = ("hidden_sizes", "activation", "obs_norm", "state_dependent_std", "squash", "bins", "head",
+                     "embed_dim")  # fmt: skip
+
+
+def initial_policy_weights(path: str, cfg, env, device: torch.device) -> dict[str, torch.Tensor]:
+    """The state_dict of the policy in checkpoint `path` (a BC or training checkpoint), after
+    checking that it fits the `TrainConfig` `cfg` and `env` (name, obs_dim, action_dim); a mismatch
+    raises `ValueError` naming both sides."""
+    from grpo_robot.config import env_name, env_source, policy_kwargs
+
+    ckpt = load(path, map_location=device)
+    record = ckpt["policy"]
+    where = f"init_from={path!s}"
+    if record["type"] != cfg.policy.type:
+        raise ValueError(f"{where} holds a {record['type']} policy, but the config has policy.type={cfg.policy.type}")
+    their_env = (ckpt.get("config") or {}).get("env")
+    if their_env and env_name(their_env) != env.name:
+        raise ValueError(f"{where} was trained on {env_name(their_env)}, but the config has {env_source(cfg.env)}")
+    if (record["obs_dim"], record["action_dim"]) != (env.obs_dim, env.action_dim):
+        raise ValueError(
+            f"{where} has obs_dim={record['obs_dim']}, action_dim={record['action_dim']}, but {env.name} has "
+            f"obs_dim={env.obs_dim}, action_dim={env.action_dim}"
+        )
+    mine = policy_kwargs(cfg.policy)
+    for key in ARCHITECTURE_KEYS:
+        if key in mine and key in record["kwargs"] and record["kwargs"][key] != mine[key]:
+            raise ValueError(
+                f"{where} has policy.{key}={record['kwargs'][key]!r}, but the config has policy.{key}={mine[key]!r}"
+            )
+    return record["state_dict"]
+
+
+def check_resumable(ckpt: dict[str, Any], policy: Policy, needs_reference: bool, needs_critic: bool) -> None:
+    """`ValueError` unless checkpoint `ckpt` holds what resuming into `policy` needs."""
+    record, mine = ckpt["policy"], policy_record(policy)
+    for key in ("type", "obs_dim", "action_dim", "kwargs"):
+        if record[key] != mine[key]:
+            raise ValueError(f"cannot resume: checkpoint policy {key}={record[key]!r}, config gives {mine[key]!r}")
+    if needs_reference and ckpt["reference"] is None:
+        raise ValueError("cannot resume with algo.kl.beta > 0: the checkpoint holds no reference policy")
+    if needs_critic and ckpt.get("critic") is None:
+        raise ValueError("cannot resume with a critic (algo.advantage=gae): the checkpoint holds no value function")

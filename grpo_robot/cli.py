@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import json
 import sys
+from importlib.resources import files
 from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from grpo_robot.config import ConfigError, register_configs, to_train_config, validate_device
+from grpo_robot.config import ConfigError, register_configs, renamed_key_error, to_train_config, validate_device
 
-CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
+CONF_DIR = str(files("grpo_robot.conf"))  # conf/ of the source tree, installed as grpo_robot.conf
 
 
 def _fail(message: str) -> None:
@@ -49,10 +50,10 @@ def _evaluate(cfg: DictConfig) -> None:
 
     from grpo_robot import checkpoint
     from grpo_robot.config import TrainConfig
+    from grpo_robot.device import resolve_device
     from grpo_robot.environment import make_eval_env
     from grpo_robot.evaluation import evaluate
-    from grpo_robot.rollout import STREAM_EVAL, eval_seeds, iteration_generator
-    from grpo_robot.trainer import resolve_device
+    from grpo_robot.seeding import STREAM_EVAL, eval_seeds, iteration_generator
 
     try:
         if cfg.n_seeds < 1:
@@ -132,15 +133,16 @@ def _pretrain_bc(cfg: DictConfig) -> None:
     from grpo_robot.bc import checkpoint_from_bc, clone
     from grpo_robot.config import EnvConfig, PolicyConfig, TrainConfig, validate_bc, validate_policy
     from grpo_robot.demos import DemoDataset
+    from grpo_robot.device import resolve_device
     from grpo_robot.envs import make_task
     from grpo_robot.evaluation import evaluate
-    from grpo_robot.rollout import STREAM_EVAL, eval_seeds, iteration_generator
-    from grpo_robot.trainer import resolve_device
+    from grpo_robot.seeding import STREAM_EVAL, eval_seeds, iteration_generator
 
     try:
         policy_cfg: PolicyConfig = OmegaConf.to_object(cfg.policy)
         validate_policy(policy_cfg)
-        validate_bc(cfg.bc)
+        bc_cfg = OmegaConf.to_object(cfg.bc)
+        validate_bc(bc_cfg)
         validate_device(cfg.device)
         if cfg.eval_seeds < 0:
             raise ConfigError(f"eval_seeds={cfg.eval_seeds!r} is invalid: must be >= 0")
@@ -150,7 +152,6 @@ def _pretrain_bc(cfg: DictConfig) -> None:
     except (ValueError, FileNotFoundError) as err:
         _fail(str(err))
     device = resolve_device(cfg.device)
-    bc_cfg = OmegaConf.to_object(cfg.bc)
     policy, result = clone(data, policy_cfg, bc_cfg, device)
     print(
         f"behaviour cloning on {result.train_episodes} episodes ({result.val_episodes} held out): "
@@ -183,6 +184,9 @@ def compose_train_config(*overrides: str):
 def _run(config_name: str, task) -> None:
     """Compose `conf/<config_name>.yaml` with Hydra (overrides from the command line) and run `task`."""
     register_configs()
+    renamed = renamed_key_error(sys.argv[1:])
+    if renamed:
+        _fail(renamed)
     hydra.main(config_path=CONF_DIR, config_name=config_name, version_base="1.3")(task)()
 
 

@@ -14,7 +14,7 @@ File format (`numpy.savez_compressed`, loadable with `allow_pickle=False`), vers
 
 Noise is injected into the executed actions only: the labels stay the expert's choices, while
 the states visited spread around the expert's path, so a cloned policy sees how to recover.
-Demo seeds start at DEMO_SEED_START, away from both the training and the evaluation seeds.
+Demo seeds come from their own range (grpo_robot/seeding.py), away from training and evaluation seeds.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ import numpy as np
 from grpo_robot.batched import BatchedEnv
 from grpo_robot.checkpoint import atomic_file
 from grpo_robot.envs import Task, make_task
+from grpo_robot.seeding import check_demo_seed, demo_seeds
 
 FORMAT_VERSION = 1
-DEMO_SEED_START = 2_000_000_000  # training seeds lie in [0, 1e9), evaluation seeds in [1e9, 2e9)
 
 
 @dataclass
@@ -149,7 +149,7 @@ def collect_demos(
 ) -> tuple[DemoDataset, CollectStats]:
     """Run the scripted expert until `episodes` successful episodes are kept.
 
-    Episode k starts from demo seed `DEMO_SEED_START + seed * 1_000_000 + k`; the action noise
+    Episode k starts from `seeding.demo_seeds(seed, k, 1)`; the action noise
     comes from a generator seeded by `seed`, so a call is reproducible. Failed episodes are
     dropped. Raises `RuntimeError` if fewer than `episodes` succeed within `max_attempts`
     (default 10 x episodes + 64).
@@ -158,18 +158,16 @@ def collect_demos(
         raise ValueError(f"episodes={episodes} is invalid: must be >= 1")
     if noise < 0:
         raise ValueError(f"noise={noise} is invalid: must be >= 0")
-    if not 0 <= seed < 1000:
-        raise ValueError(f"seed={seed} is invalid: must be in [0, 1000)")
+    check_demo_seed(seed)
     task = make_task(task) if isinstance(task, str) else task
     max_attempts = 10 * episodes + 64 if max_attempts is None else max_attempts
-    first = DEMO_SEED_START + seed * 1_000_000
     rng = np.random.default_rng([seed, 7])
     batch_size = min(batch_size, max_attempts)
     env = BatchedEnv(task, batch_size, nthread=nthread)
     kept: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []
     attempted = failed = 0
     while len(kept) < episodes and attempted < max_attempts:
-        seeds = first + attempted + np.arange(batch_size)
+        seeds = demo_seeds(seed, attempted, batch_size)
         obs = env.reset(seeds)
         obs_steps, act_steps, label_steps = [], [], []
         while not env.done.all():

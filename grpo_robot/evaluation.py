@@ -7,8 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from grpo_robot.batched import BatchedEnv
-from grpo_robot.gym_vector import GymGroupEnv
+from grpo_robot.environment import GroupEnv
 from grpo_robot.policies import Policy
 from grpo_robot.rollout import collect
 from grpo_robot.stats import wilson_interval
@@ -44,7 +43,7 @@ class EvalResult:
 
 
 def evaluate(
-    env: BatchedEnv | GymGroupEnv,
+    env: GroupEnv,
     policy: Policy,
     seeds: np.ndarray,
     device: torch.device,

@@ -36,8 +36,9 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-from grpo_robot.batched import check_actions, check_seeds
+from grpo_robot.batched import check_actions
 from grpo_robot.config import EnvConfig, env_name
+from grpo_robot.seeding import check_seeds
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,6 @@
-"""Run a policy in groups of worlds and record what the update needs."""
+"""Run a policy in groups of worlds and record what the update needs: `collect` runs one batch
+of worlds to the end; `GroupSampler` draws one iteration's groups from the training seed stream,
+with DAPO's dynamic sampling when configured."""
 
 from __future__ import annotations
 
@@ -7,43 +9,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from grpo_robot.batched import BatchedEnv
-from grpo_robot.gym_vector import GymGroupEnv
+from grpo_robot.environment import GroupEnv
 from grpo_robot.policies import Policy
-
-# Training group seeds are drawn below TRAIN_SEED_END; evaluation uses EVAL_SEED_START onwards,
-# so evaluation never starts from a state seen in training.
-TRAIN_SEED_END = 1_000_000_000
-EVAL_SEED_START = 1_000_000_000
-
-
-def eval_seeds(n: int) -> np.ndarray:
-    """The held-out evaluation seeds: the first `n` of the evaluation range."""
-    return EVAL_SEED_START + np.arange(n, dtype=np.int64)
-
-
-def iteration_seeds(run_seed: int, iteration: int, n_groups: int, round_: int = 0) -> np.ndarray:
-    """`[G]` group seeds of one training iteration (and sampling round): a function of its
-    arguments only, so a resumed run draws exactly what an uninterrupted one would."""
-    key = [run_seed, iteration] if round_ == 0 else [run_seed, iteration, 0, round_]
-    return np.random.default_rng(key).integers(0, TRAIN_SEED_END, n_groups)
-
-
-STREAM_ROLLOUT, STREAM_SHUFFLE, STREAM_EVAL = 1, 2, 3
-
-
-def stream_seed(run_seed: int, iteration: int, stream: int, round_: int = 0) -> int:
-    """A 62-bit seed for one random stream of one iteration, a function of its arguments only."""
-    key = [run_seed, iteration, stream] if round_ == 0 else [run_seed, iteration, stream, round_]
-    return int(np.random.default_rng(key).integers(2**62))
-
-
-def iteration_generator(
-    run_seed: int, iteration: int, device: torch.device, stream: int = STREAM_ROLLOUT, round_: int = 0
-) -> torch.Generator:
-    """Sampling noise of one iteration, on `device`, derived like `iteration_seeds`."""
-    seed = stream_seed(run_seed, iteration, stream, round_)
-    return torch.Generator(device=device).manual_seed(seed)
+from grpo_robot.seeding import group_seeds, iteration_generator, iteration_seeds
 
 
 @dataclass
@@ -63,9 +31,13 @@ class Batch:
             self.simulated_steps = int(self.mask.sum())
 
     @property
-    def env_steps(self) -> int:
-        """Valid steps in the batch."""
+    def valid_steps(self) -> int:
+        """Steps the batch holds (`simulated_steps` also counts discarded groups)."""
         return int(self.mask.sum())
+
+    @property
+    def num_trajectories(self) -> int:
+        return self.mask.shape[1]
 
     def select(self, traj: torch.Tensor) -> Batch:
         """The trajectories `traj [M]`, in that order, trimmed to their longest episode."""
@@ -106,7 +78,7 @@ class Batch:
 
 @torch.no_grad()
 def collect(
-    env: BatchedEnv | GymGroupEnv,
+    env: GroupEnv,
     policy: Policy,
     seeds: np.ndarray,
     device: torch.device,
@@ -138,3 +110,57 @@ def collect(
         success=torch.as_tensor(success & ~env.failed, dtype=torch.float32, device=device),
         failed=torch.as_tensor(env.failed.copy(), device=device),
     )
+
+
+class GroupSampler:
+    """One iteration's groups: `n_groups` seeds from the run's training stream, each the start of
+    `group_size` worlds. With `keep_range = (low, high)` (dynamic sampling), groups whose success
+    rate lies outside the open interval are dropped and more are drawn, up to `max_rounds` draws;
+    the batch then holds at most `n_groups` kept groups (all of the last draw if none was kept,
+    so the iteration still counts its steps)."""
+
+    def __init__(
+        self,
+        env: GroupEnv,
+        run_seed: int,
+        n_groups: int,
+        group_size: int,
+        device: torch.device,
+        final_step_outcome: bool = False,
+        keep_range: tuple[float, float] | None = None,
+        max_rounds: int = 1,
+    ) -> None:
+        self.env, self.run_seed, self.device = env, run_seed, device
+        self.n_groups, self.group_size = n_groups, group_size
+        self.final_step_outcome = final_step_outcome
+        self.keep_range, self.max_rounds = keep_range, max_rounds
+
+    def draw(self, policy: Policy, it: int, round_: int = 0) -> Batch:
+        """All `n_groups` groups of iteration `it` (and sampling round), kept or not."""
+        seeds = group_seeds(iteration_seeds(self.run_seed, it, self.n_groups, round_), self.group_size)
+        generator = iteration_generator(self.run_seed, it, self.device, round_=round_)
+        return collect(self.env, policy, seeds, self.device, generator, False, self.final_step_outcome)
+
+    def sample(self, policy: Policy, it: int) -> tuple[Batch, dict[str, float]]:
+        """-> (batch, dynamic-sampling metrics: groups drawn and kept, success before filtering)."""
+        if self.keep_range is None:
+            return self.draw(policy, it), {}
+        low, high = self.keep_range
+        n, kept = self.group_size, []
+        n_kept, successes = 0, 0.0
+        for round_ in range(self.max_rounds):
+            batch = self.draw(policy, it, round_)
+            successes += batch.success.sum().item()
+            rate = batch.success.view(-1, n).mean(1)
+            keep = ((rate > low) & (rate < high)).nonzero()[:, 0][: self.n_groups - n_kept]
+            traj = (keep[:, None] * n + torch.arange(n, device=keep.device)).flatten()
+            kept.append(batch.select(traj))
+            n_kept += len(keep)
+            if n_kept == self.n_groups:
+                break
+        drawn = (round_ + 1) * self.n_groups
+        metrics = {"groups_drawn": drawn, "groups_kept": n_kept, "drawn_success": successes / (drawn * n)}
+        if n_kept == 0:
+            batch.simulated_steps = sum(k.simulated_steps for k in kept)
+            return batch, metrics
+        return Batch.concat(kept), metrics

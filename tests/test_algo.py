@@ -6,7 +6,12 @@ import pytest
 import torch
 
 from grpo_robot.algo import (
-    broadcast_to_steps,
+    ADVANTAGE_ESTIMATORS,
+    AGGREGATIONS,
+    KL_ESTIMATORS,
+    RATIO_LEVELS,
+    Layout,
+    clipped_policy_loss,
     clipped_surrogate,
     gae,
     grpo_advantages,
@@ -14,8 +19,11 @@ from grpo_robot.algo import (
     mixed_fraction,
     seq_mean_token_mean,
 )
+from grpo_robot.config import AlgoConfig, ClipConfig, KLConfig
 from grpo_robot.policies import GaussianPolicy
+from grpo_robot.rollout import Batch
 from grpo_robot.stats import wilson_interval
+from grpo_robot.update import GroupAdvantages
 
 
 def test_worked_advantage_example():
@@ -39,12 +47,61 @@ def test_uniform_groups_get_zero_advantage(eps):
     assert mixed_fraction(rewards) == pytest.approx(1 / 3)
 
 
-def test_broadcast_covers_exactly_valid_steps():
-    mask = torch.tensor([[1, 1, 1], [1, 0, 1], [0, 0, 1]], dtype=torch.bool)  # [T=3, B=3]
-    adv = torch.tensor([0.5, -2.0, 1.5])
-    steps = broadcast_to_steps(adv, mask)
-    assert steps.tolist() == [[0.5, -2.0, 1.5], [0.5, 0.0, 1.5], [0.0, 0.0, 1.5]]
-    assert ((steps != 0) == mask).all()
+def test_group_advantages_cover_exactly_valid_steps():
+    mask = torch.tensor([[1, 1, 1], [1, 0, 1], [0, 0, 1]], dtype=torch.bool)  # [T=3, B=3], one group of 3
+    success = torch.tensor([1.0, 0.0, 1.0])
+    batch = Batch(torch.zeros(3, 3, 2), torch.zeros(3, 3, 1), torch.zeros(3, 3, 1), mask, success, success < 0)
+    per_step, metrics = GroupAdvantages(AlgoConfig(group_size=3)).advantages(batch, policy=None)
+    a, b = 0.5**0.5, -(2**0.5)  # (1 - 2/3) / std and (0 - 2/3) / std, population std = sqrt(2) / 3
+    # packed steps are t-major: (t0: 0, 1, 2), (t1: 0, 2), (t2: 2)
+    assert per_step.tolist() == pytest.approx([a, b, a, a, a, a], rel=1e-5)
+    assert len(per_step) == batch.valid_steps == 6
+    assert metrics["mean_abs_advantage"] == pytest.approx((2 * a - b) / 3, rel=1e-5)
+
+
+def test_ratio_levels_by_hand():
+    # 3 steps of 2 tokens: trajectory 0 has steps 0-1, trajectory 1 has step 2; horizon 5
+    logp = torch.tensor([[0.1, 0.2], [0.3, -0.1], [0.4, 0.0]])
+    zeros, adv = torch.zeros(3, 2), torch.tensor([1.0, 1.0, -2.0])
+    layout = Layout(torch.tensor([0, 0, 1]), torch.tensor([2, 1]), torch.arange(2), horizon=5)
+    kl = KL_ESTIMATORS["k1"]
+    action = RATIO_LEVELS["action"](logp, zeros, None, zeros, adv, layout, kl)
+    assert action.log_ratio.tolist() == pytest.approx([0.3, 0.2, 0.4]) and action.norm == 5.0
+    assert action.kl_ref.tolist() == [0.0, 0.0, 0.0]  # no reference policy
+    token = RATIO_LEVELS["token"](logp, zeros, zeros, zeros, adv, layout, kl)
+    assert token.log_ratio.tolist() == pytest.approx([0.1, 0.2, 0.3, -0.1, 0.4, 0.0]) and token.norm == 10.0
+    assert token.traj.tolist() == [0, 0, 0, 0, 1, 1] and token.lengths.tolist() == [4, 2]
+    assert token.kl_ref.tolist() == pytest.approx(logp.flatten().tolist())  # k1 = logp - logp_ref
+    seq = RATIO_LEVELS["sequence"](logp, zeros, None, zeros, adv, layout, kl)
+    # GSPO: the mean token log-ratio of each trajectory, its mean advantage, one element each
+    assert seq.log_ratio.tolist() == pytest.approx([0.5 / 4, 0.4 / 2]) and seq.norm == 1.0
+    assert seq.advantages.tolist() == pytest.approx([1.0, -2.0]) and seq.lengths.tolist() == [1, 1]
+
+
+def test_policy_loss_by_hand():
+    # two one-step trajectories with ratios 1.5 (A = 2) and 0.5 (A = -2), clip 0.2: objectives 2.4 and -1.6
+    logp = torch.log(torch.tensor([[1.5], [0.5]])).requires_grad_()
+    layout = Layout(torch.tensor([0, 1]), torch.tensor([1, 1]), torch.arange(2), horizon=4)
+    cfg = AlgoConfig(clip=ClipConfig(eps=0.2))
+    loss, metrics = clipped_policy_loss(logp, torch.zeros(2, 1), torch.tensor([2.0, -2.0]), layout, cfg)
+    assert loss.item() == pytest.approx(-(2.4 - 1.6) / 2)
+    assert metrics["clip_fraction"].item() == 1.0 and metrics["policy_loss"].item() == pytest.approx(loss.item())
+    loss.backward()
+    assert logp.grad.abs().sum().item() == 0.0  # both terms are clipped
+    # a KL term to a reference enters the loss, not the policy_loss metric
+    cfg = AlgoConfig(kl=KLConfig(beta=0.5, estimator="k1"))
+    ref = torch.zeros(2, 1)
+    loss_kl, metrics = clipped_policy_loss(logp, torch.zeros(2, 1), torch.tensor([2.0, -2.0]), layout, cfg, ref)
+    kl = (math.log(1.5) + math.log(0.5)) / 2
+    assert loss_kl.item() == pytest.approx(loss.item() + 0.5 * kl) and metrics["kl_ref"].item() == pytest.approx(kl)
+
+
+def test_registering_a_name_twice_raises():
+    from grpo_robot.algo import register_advantage
+
+    with pytest.raises(ValueError, match="'grpo' is already registered"):
+        register_advantage("grpo")(lambda rewards, eps: rewards)
+    assert ADVANTAGE_ESTIMATORS["gae"].needs_critic and not ADVANTAGE_ESTIMATORS["grpo"].needs_critic
 
 
 def test_clipped_surrogate_value_and_gradients():
@@ -130,8 +187,6 @@ def test_wilson_interval_known_values():
 
 
 def test_dr_grpo_and_rloo_advantages_by_hand():
-    from grpo_robot.algo import ADVANTAGE_ESTIMATORS
-
     rewards = torch.tensor([[1.0, 1, 1, 0, 0, 0, 0, 0], [1, 1, 1, 1, 1, 1, 1, 1]])
     dr = ADVANTAGE_ESTIMATORS["dr_grpo"](rewards, 0.0)
     assert dr[0].tolist() == pytest.approx([0.625] * 3 + [-0.375] * 5)
@@ -159,8 +214,6 @@ def test_clip_higher_and_dual_clip_by_hand():
 
 
 def test_kl_estimators_by_hand():
-    from grpo_robot.algo import KL_ESTIMATORS
-
     logp, logp_ref = torch.tensor([0.0, 0.3]), torch.tensor([1.0, 0.3])
     assert KL_ESTIMATORS["k1"](logp, logp_ref).tolist() == pytest.approx([-1.0, 0.0])
     assert KL_ESTIMATORS["k2"](logp, logp_ref).tolist() == pytest.approx([0.5, 0.0])
@@ -168,8 +221,6 @@ def test_kl_estimators_by_hand():
 
 
 def test_aggregations_by_hand():
-    from grpo_robot.algo import AGGREGATIONS
-
     values = torch.tensor([1.0, 3.0, 10.0, 4.0, 4.0, 4.0])
     traj = torch.tensor([0, 0, 1, 2, 2, 2])
     lengths = torch.tensor([2, 1, 3])

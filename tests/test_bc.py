@@ -9,14 +9,14 @@ import torch
 from test_train import run_cli, small_config
 
 from grpo_robot import checkpoint
+from grpo_robot.algo import Layout, clipped_policy_loss
 from grpo_robot.batched import BatchedEnv
 from grpo_robot.bc import behaviour_clone, checkpoint_from_bc, split_episodes
-from grpo_robot.config import AlgoConfig, BCConfig, EnvConfig, PolicyConfig, TrainConfig
-from grpo_robot.demos import DEMO_SEED_START, DemoDataset, collect_demos, replay
-from grpo_robot.envs import make_task
+from grpo_robot.config import AlgoConfig, BCConfig, EnvConfig, KLConfig, PolicyConfig, TrainConfig
+from grpo_robot.demos import DemoDataset, collect_demos, replay
 from grpo_robot.evaluation import evaluate
 from grpo_robot.policies import build_policy
-from grpo_robot.rollout import EVAL_SEED_START, eval_seeds
+from grpo_robot.seeding import DEMO_SEED_START, DEMO_SEEDS_PER_RUN, demo_seeds, eval_seeds, iteration_seeds
 from grpo_robot.trainer import Trainer
 
 ARRAYS = ("obs", "actions", "expert_actions", "lengths", "seeds")
@@ -118,19 +118,22 @@ def make_bc_checkpoint(tmp_path, task="Reach", kind="gaussian", episodes=4, **po
 
 def test_init_from_loads_exactly_and_the_reference_is_the_clone(tmp_path):
     path, clone = make_bc_checkpoint(tmp_path)
-    cfg = small_config(init_from=str(path), algo=AlgoConfig(group_size=8, groups_per_iter=8, kl_beta=0.1))
+    algo = AlgoConfig(group_size=8, groups_per_iter=8, kl=KLConfig(beta=0.1))
+    cfg = small_config(init_from=str(path), algo=algo)
     trainer = Trainer(cfg, tmp_path / "run")
+    reference = trainer.learner.reference
     for name, value in clone.state_dict().items():
         torch.testing.assert_close(trainer.policy.state_dict()[name].cpu(), value, rtol=0, atol=0)
-        torch.testing.assert_close(trainer.reference.state_dict()[name].cpu(), value, rtol=0, atol=0)
+        torch.testing.assert_close(reference.state_dict()[name].cpu(), value, rtol=0, atol=0)
     assert not trainer.update_obs_norm  # the clone keeps the normalization it was trained with
-    batch = trainer.rollout(0)
+    batch, _ = trainer.sampler.sample(trainer.policy, 0)
     obs, raw, logp_old, traj, lengths = batch.packed()
     logp, entropy = trainer.policy.log_probs(obs, raw)
-    logp_ref = trainer.reference.log_probs(obs, raw)[0]
+    logp_ref = reference.log_probs(obs, raw)[0]
     adv = torch.ones(len(obs), device=obs.device)
-    kl_ref = trainer.loss_terms(logp, logp_old, logp_ref, entropy, adv, traj, lengths)[-1]
-    assert kl_ref.abs().max().item() == 0.0  # KL to the reference is exactly 0 at iteration 0
+    layout = Layout(traj, lengths, torch.arange(len(lengths)), trainer.env.horizon)
+    _, metrics = clipped_policy_loss(logp, logp_old, adv, layout, algo, logp_ref, entropy)
+    assert metrics["kl_ref"].item() == 0.0 and metrics["approx_kl"].item() == 0.0  # at iteration 0
     summary = trainer.run()
     assert summary["initial_policy"]["source"] == str(path)
     assert summary["initial_policy"]["eval"]["n"] == cfg.eval_seeds
@@ -138,7 +141,7 @@ def test_init_from_loads_exactly_and_the_reference_is_the_clone(tmp_path):
     moved = [not torch.equal(trainer.policy.state_dict()[k].cpu(), v) for k, v in clone.state_dict().items()]
     assert any(moved)
     for name, value in clone.state_dict().items():
-        assert torch.equal(trainer.reference.state_dict()[name].cpu(), value)
+        assert torch.equal(trainer.learner.reference.state_dict()[name].cpu(), value)
 
 
 def test_a_clone_evaluates_like_the_policy_it_was_saved_from(tmp_path):
@@ -215,6 +218,13 @@ def test_demo_scripts_then_training_from_the_clone(tmp_path):
     assert out.returncode == 2 and "no demo dataset at" in out.stderr
 
 
-def test_demo_seeds_never_meet_evaluation_seeds():
-    assert DEMO_SEED_START >= EVAL_SEED_START + 10**8
-    assert make_task("Reach").name == "Reach"
+def test_demo_training_and_evaluation_seeds_never_meet():
+    data, _ = collect_demos("Reach", 3, seed=999)  # the last demo run's seeds are the highest
+    evaluation = eval_seeds(100_000)
+    training = np.concatenate([iteration_seeds(seed, it, 4096) for seed in (0, 7) for it in (0, 10**6)])
+    assert training.max() < evaluation.min() and evaluation.max() < data.seeds.min()
+    assert data.seeds.max() < DEMO_SEED_START + 1000 * DEMO_SEEDS_PER_RUN and data.seeds.max() < 2**32
+    with pytest.raises(ValueError, match="exceed the 1000000 seeds of one demo run"):
+        demo_seeds(0, DEMO_SEEDS_PER_RUN - 1, 2)
+    with pytest.raises(ValueError, match=r"seed=1000 is invalid: must be in \[0, 1000\)"):
+        collect_demos("Reach", 1, seed=1000)

@@ -17,7 +17,8 @@ from grpo_robot import checkpoint
 from grpo_robot.config import AlgoConfig, PolicyConfig, TrainConfig
 from grpo_robot.evaluation import evaluate
 from grpo_robot.policies.tokenized import sample_categorical
-from grpo_robot.rollout import eval_seeds
+from grpo_robot.rollout import Batch
+from grpo_robot.seeding import eval_seeds
 from grpo_robot.trainer import Trainer
 
 pytestmark = pytest.mark.cuda
@@ -50,11 +51,12 @@ def test_one_update_gives_the_cpu_weights(policy, tmp_path):
     assert gpu.device.type == "cuda" and next(gpu.policy.parameters()).is_cuda
     start = params(cpu)
     assert all(torch.equal(start[k], v) for k, v in params(gpu).items())  # same seeded init
-    packed = cpu.rollout(0).packed()
+    batch, _ = cpu.sampler.sample(cpu.policy, 0)
     # advantages drawn at random: an untrained policy's groups can all fail, giving zero advantages
-    advantages = torch.randn(len(packed[4]), generator=torch.Generator().manual_seed(0))
-    stats_cpu = cpu.update(packed, advantages, 0)
-    stats_gpu = gpu.update(tuple(x.to("cuda") for x in packed), advantages.to("cuda"), 0)
+    advantages = torch.randn(batch.valid_steps, generator=torch.Generator().manual_seed(0))
+    stats_cpu = cpu.learner.update(batch, advantages, 0)
+    on_gpu = Batch(*(x.to("cuda") for x in (batch.obs, batch.raw, batch.logp, batch.mask, batch.success, batch.failed)))
+    stats_gpu = gpu.learner.update(on_gpu, advantages.to("cuda"), 0)
     end_cpu, end_gpu = params(cpu), params(gpu)
     moved = max((end_cpu[k] - start[k]).abs().max().item() for k in start)
     assert moved > 1e-3  # the update changed the weights, so agreement below means something

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from grpo_robot.batched import group_seeds
 from grpo_robot.cli import compose_train_config as preset
 from grpo_robot.environment import make_env
+from grpo_robot.seeding import group_seeds
 from grpo_robot.trainer import Trainer
 
 # flattened observation (obs_keys: observation, desired_goal): grip_pos = [0:3], object_pos = [3:6]

@@ -10,10 +10,10 @@ import pytest
 import torch
 from test_train import ROOT, run_cli, small_config
 
-from grpo_robot.batched import group_seeds
 from grpo_robot.config import ConfigError, EnvConfig, env_config, to_train_config
 from grpo_robot.environment import make_env
 from grpo_robot.gym_vector import GymGroupEnv
+from grpo_robot.seeding import group_seeds
 from grpo_robot.trainer import Trainer
 
 

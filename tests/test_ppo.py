@@ -7,6 +7,7 @@ import torch
 from test_train import small_config
 
 from grpo_robot.cli import compose_train_config as preset
+from grpo_robot.critic import Critic, shaping
 from grpo_robot.trainer import Trainer
 
 
@@ -37,8 +38,8 @@ def test_ppo_checkpoint_restores_the_critic(tmp_path):
     ckpt = torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=True)
     assert ckpt["critic"] is not None
     resumed = Trainer(ppo_config(iterations=3, resume=str(tmp_path / "checkpoints" / "last.pt")), tmp_path / "r")
-    for key, value in trainer.critic.state_dict().items():
-        assert torch.equal(resumed.critic.state_dict()[key], value), key
+    for key, value in trainer.critic.value.state_dict().items():
+        assert torch.equal(resumed.critic.value.state_dict()[key], value), key
     grpo = Trainer(small_config(iterations=2), tmp_path / "g")
     assert grpo.critic is None
 
@@ -48,11 +49,12 @@ def test_group_size_one_only_for_ppo():
 
     from grpo_robot.config import ConfigError
 
-    with pytest.raises(ConfigError, match="algo.group_size=1 is invalid: must be >= 2 .*only advantage=gae takes 1"):
+    with pytest.raises(ConfigError, match="algo.group_size=1 is invalid: must be >= 2 .*a critic's advantage, gae"):
         Trainer(small_config(algo=replace(small_config().algo, group_size=1)), "/nonexistent")
-    with pytest.raises(ConfigError, match="algo.dynamic_sampling=True is invalid"):
+    with pytest.raises(ConfigError, match="algo.dynamic_sampling.enabled=True is invalid"):
         cfg = ppo_config()
-        Trainer(replace(cfg, algo=replace(cfg.algo, dynamic_sampling=True)), "/nonexistent")
+        sampling = replace(cfg.algo.dynamic_sampling, enabled=True)
+        Trainer(replace(cfg, algo=replace(cfg.algo, dynamic_sampling=sampling)), "/nonexistent")
 
 
 def test_task_potentials_rise_along_expert_demos(task_name):
@@ -86,22 +88,26 @@ def test_shaping_adds_the_potential_change_of_each_episode(tmp_path):
     import pytest
 
     cfg = ppo_config(env=replace(small_config().env, task="PushCube"))
-    cfg = replace(cfg, algo=replace(cfg.algo, reward="shaped", gamma=1.0, groups_per_iter=16))
+    critic = replace(cfg.algo.critic, reward="shaped", gamma=1.0)
+    cfg = replace(cfg, algo=replace(cfg.algo, critic=critic, groups_per_iter=16))
     trainer = Trainer(cfg, tmp_path)
-    batch = trainer.rollout(0)
-    shaped = trainer.shaping(batch)
+    batch, _ = trainer.sampler.sample(trainer.policy, 0)
+    task = trainer.critic.task
+    shaped = shaping(task, batch, gamma=1.0)
     assert (shaped[~batch.mask] == 0).all()
     obs = batch.obs.cpu().numpy()
     last = batch.mask.sum(0).cpu().numpy() - 1
     cols = range(obs.shape[1])
-    phi_first = trainer.task.potential(obs[0])
-    phi_last = trainer.task.potential(obs[last, cols])
+    phi_first = task.potential(obs[0])
+    phi_last = task.potential(obs[last, cols])
     assert shaped.sum(0).cpu().numpy() == pytest.approx(phi_last - phi_first, abs=1e-5)
     assert shaped.abs().sum() > 0
     # GAE sees the outcome plus shaping_coef x the shaping; the outcome-only run sees the outcome alone
-    adv_shaped = trainer.gae_advantages(batch)[0]
-    trainer.cfg = replace(cfg, algo=replace(cfg.algo, reward="outcome"))
-    assert not torch.allclose(adv_shaped, trainer.gae_advantages(batch)[0])
+    adv_shaped = trainer.critic.advantages(batch, trainer.policy)[0]
+    outcome_cfg = replace(cfg.algo, critic=replace(critic, reward="outcome"))
+    outcome_only = Critic(task.obs_dim, list(cfg.policy.hidden_sizes), cfg.policy.activation, outcome_cfg, task)
+    outcome_only.value.load_state_dict(trainer.critic.value.state_dict())
+    assert not torch.allclose(adv_shaped, outcome_only.advantages(batch, trainer.policy)[0])
 
 
 def test_shaped_reward_is_refused_where_it_cannot_apply():
@@ -109,10 +115,13 @@ def test_shaped_reward_is_refused_where_it_cannot_apply():
 
     from grpo_robot.config import ConfigError, EnvConfig
 
-    with pytest.raises(ConfigError, match="algo.reward='shaped' is invalid: shaped needs a critic"):
-        Trainer(small_config(algo=replace(small_config().algo, reward="shaped")), "/nonexistent")
+    def shaped(algo, reward="shaped"):
+        return replace(algo, critic=replace(algo.critic, reward=reward))
+
+    with pytest.raises(ConfigError, match="algo.critic.reward='shaped' is invalid: shaped needs a critic"):
+        Trainer(small_config(algo=shaped(small_config().algo)), "/nonexistent")
     cfg = ppo_config(env=EnvConfig(task=None, id="grpo_robot/Reach-v0", horizon=50))
-    with pytest.raises(ConfigError, match="algo.reward='shaped' is invalid: shaped needs a built-in env.task"):
-        Trainer(replace(cfg, algo=replace(cfg.algo, reward="shaped")), "/nonexistent")
-    with pytest.raises(ConfigError, match="algo.reward='dense' is invalid: must be outcome or shaped"):
-        Trainer(replace(cfg, algo=replace(cfg.algo, reward="dense")), "/nonexistent")
+    with pytest.raises(ConfigError, match="algo.critic.reward='shaped' is invalid: shaped needs a built-in env.task"):
+        Trainer(replace(cfg, algo=shaped(cfg.algo)), "/nonexistent")
+    with pytest.raises(ConfigError, match="algo.critic.reward='dense' is invalid: must be one of outcome, shaped"):
+        Trainer(replace(cfg, algo=shaped(cfg.algo, "dense")), "/nonexistent")

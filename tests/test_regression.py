@@ -38,7 +38,7 @@ RECORDED = {
 def parameter_hash(trainer: Trainer) -> str:
     """sha256 over the policy's (and critic's) tensors, in state_dict order."""
     digest = hashlib.sha256()
-    modules = [("policy", trainer.policy)] + ([("critic", trainer.critic)] if trainer.critic is not None else [])
+    modules = [("policy", trainer.policy)] + ([("critic", trainer.critic.value)] if trainer.critic is not None else [])
     for name, module in modules:
         for key, value in module.state_dict().items():
             digest.update(f"{name}.{key}".encode())

@@ -169,9 +169,9 @@ def lift_cube_above_table(env: RobosuiteEnv, height: float = 0.2) -> None:
 
 
 def test_lift_preset_groups_start_equal_and_read_success():
-    from grpo_robot.batched import group_seeds
     from grpo_robot.cli import compose_train_config as preset
     from grpo_robot.environment import make_env
+    from grpo_robot.seeding import group_seeds
 
     env = make_env(preset("env=robosuite_lift", "env.horizon=6").env, 4)
     assert (env.name, env.obs_dim, env.action_dim, env.horizon) == (ENTRY_POINT, 60, 7, 6)

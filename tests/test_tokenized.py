@@ -6,7 +6,7 @@ import pytest
 import torch
 from test_train import small_config
 
-from grpo_robot.config import AlgoConfig, PolicyConfig
+from grpo_robot.config import AlgoConfig, ClipConfig, DynamicSamplingConfig, KLConfig, PolicyConfig
 from grpo_robot.policies import TokenizedPolicy, bin_centres, to_tokens
 from grpo_robot.trainer import Trainer
 
@@ -76,9 +76,9 @@ def test_tokenized_policy_learns_reach(tmp_path, head):
     "algo",
     [
         dict(ratio="sequence"),
-        dict(ratio="token", aggregation="token-mean", clip_low=0.2, clip_high=0.28, dual_clip=3.0),
-        dict(advantage="dr_grpo", aggregation="seq-mean-token-sum-norm", kl_beta=0.1, kl_estimator="k2"),
-        dict(advantage="rloo", kl_beta=0.1, kl_estimator="k1", entropy_coef=0.01),
+        dict(ratio="token", aggregation="token-mean", clip=ClipConfig(low=0.2, high=0.28, dual=3.0)),
+        dict(advantage="dr_grpo", aggregation="seq-mean-token-sum-norm", kl=KLConfig(beta=0.1, estimator="k2")),
+        dict(advantage="rloo", kl=KLConfig(beta=0.1, estimator="k1"), entropy_coef=0.01),
     ],
 )
 def test_objective_variants_update_and_stay_finite(tmp_path, algo):
@@ -87,31 +87,36 @@ def test_objective_variants_update_and_stay_finite(tmp_path, algo):
     )
     trainer = Trainer(cfg, tmp_path)
     before = {k: v.clone() for k, v in trainer.policy.state_dict().items()}
-    packed = trainer.rollout(0).packed()
+    batch, _ = trainer.sampler.sample(trainer.policy, 0)
     # advantages drawn at random: whether an untrained policy's groups mix depends on the device's stream
-    adv = torch.randn(len(packed[4]), generator=torch.Generator().manual_seed(0)).to(trainer.device)
-    stats = trainer.update(packed, adv, 0)
+    adv = torch.randn(batch.num_trajectories, generator=torch.Generator().manual_seed(0)).to(trainer.device)
+    per_step = adv[batch.packed()[3]]
+    stats = trainer.learner.update(batch, per_step, 0)
     assert all(torch.isfinite(torch.tensor(v)) for v in stats.values())
-    assert stats["approx_kl"] > 0 and stats["skipped_steps"] == 0
+    assert stats["approx_kl"] > 0 and stats["skipped_fraction"] == 0
     assert not torch.equal(before["trunk.0.weight"], trainer.policy.state_dict()["trunk.0.weight"])
 
 
 def test_dynamic_sampling_keeps_only_mixed_groups(tmp_path):
-    algo = AlgoConfig(group_size=8, groups_per_iter=8, epochs=2, minibatches=1, dynamic_sampling=True)
-    trainer = Trainer(small_config(algo=algo, policy=PolicyConfig(hidden_sizes=[32], init_std=1.0)), tmp_path)
-    batch = trainer.rollout(0)
+    sampling = DynamicSamplingConfig(enabled=True)
+    algo = AlgoConfig(group_size=8, groups_per_iter=8, epochs=2, minibatches=1, dynamic_sampling=sampling)
+    policy = PolicyConfig(hidden_sizes=[32], init_std=1.0)
+    trainer = Trainer(small_config(algo=algo, policy=policy, iterations=5, max_env_steps=1), tmp_path)
+    batch, metrics = trainer.sampler.sample(trainer.policy, 0)
     rate = batch.success.view(-1, 8).mean(1)
     assert ((rate > 0) & (rate < 1)).all()  # every kept group teaches
-    drawn, kept = trainer.sampling["charts/groups_drawn"], trainer.sampling["charts/groups_kept"]
-    assert len(rate) == kept <= 8 and drawn % 8 == 0 and drawn <= 8 * algo.max_sampling_rounds
-    assert batch.simulated_steps >= batch.env_steps  # discarded groups still cost their steps
-    adv, _ = trainer.advantages(batch)
-    stats = trainer.update(batch.packed(), adv, 0)
-    assert stats["skipped_steps"] == 0 and stats["approx_kl"] > 0
+    drawn, kept = metrics["groups_drawn"], metrics["groups_kept"]
+    assert len(rate) == kept <= 8 and drawn % 8 == 0 and drawn <= 8 * sampling.max_rounds
+    # discarded groups still cost their steps: the same draws again, counted one by one
+    rounds = [trainer.sampler.draw(trainer.policy, 0, r) for r in range(drawn // 8)]
+    assert batch.simulated_steps == sum(r.valid_steps for r in rounds) >= batch.valid_steps
+    advantages, _ = trainer.advantage_source.advantages(batch, trainer.policy)
+    stats = trainer.learner.update(batch, advantages, 0)
+    assert stats["skipped_fraction"] == 0 and stats["approx_kl"] > 0
     # the budget counts every simulated step, kept or not
-    trainer.cfg = replace(trainer.cfg, iterations=5, max_env_steps=1)
-    trainer.run()
-    assert trainer.iteration == 1 and trainer.env_steps >= batch.simulated_steps
+    fresh = Trainer(trainer.cfg, tmp_path / "fresh")
+    fresh.run()
+    assert fresh.iteration == 1 and fresh.env_steps == batch.simulated_steps
 
 
 def test_inverse_cdf_sampler_draws_the_categorical():

@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from grpo_robot import checkpoint
-from grpo_robot.config import AlgoConfig, EnvConfig, PolicyConfig, TrainConfig
+from grpo_robot.config import AlgoConfig, EnvConfig, KLConfig, PolicyConfig, TrainConfig
+from grpo_robot.hooks import Hook
 from grpo_robot.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,14 +85,11 @@ def test_two_runs_with_same_seed_are_identical(tmp_path):
     for i in range(2):
         trainer = Trainer(cfg, tmp_path / str(i))
         losses = []
-        for it in range(2):
-            batch = trainer.rollout(it)
-            adv, _ = trainer.advantages(batch)
-            packed = batch.packed()
-            losses.append(trainer.update(packed, adv, it))
-            trainer.policy.obs_norm.update(packed[0])
+        for _ in range(2):
+            scalars = trainer.train_iteration().scalars
+            losses.append({k: v for k, v in scalars.items() if k.startswith("losses/")})
         runs.append((losses, params(trainer)))
-    assert runs[0][0] == runs[1][0]
+    assert runs[0][0] == runs[1][0] and len(runs[0][0][0]) >= 6
     assert all(torch.equal(runs[0][1][k], runs[1][1][k]) for k in runs[0][1])
     other = Trainer(small_config(seed=8), tmp_path / "other")
     other.run()
@@ -99,20 +97,18 @@ def test_two_runs_with_same_seed_are_identical(tmp_path):
 
 
 def test_resume_matches_uninterrupted_run(tmp_path):
-    algo = AlgoConfig(group_size=8, groups_per_iter=16, epochs=2, minibatches=2, kl_beta=0.05, lr_schedule="linear")
+    algo = AlgoConfig(group_size=8, groups_per_iter=16, epochs=2, minibatches=2, kl=KLConfig(beta=0.05),
+                      lr_schedule="linear")  # fmt: skip
     cfg = small_config(iterations=4, algo=algo, checkpoint_every=1)
     straight = Trainer(cfg, tmp_path / "straight")
     straight.run()
 
-    interrupted = Trainer(cfg, tmp_path / "first")
-    rollout = interrupted.rollout
+    class CrashAfterSecondIteration(Hook):
+        def after_iteration(self, trainer, record):
+            if record.iteration == 2:  # after the default hooks saved its checkpoint
+                raise KeyboardInterrupt
 
-    def crash_at_third_iteration(it):
-        if it == 2:
-            raise KeyboardInterrupt
-        return rollout(it)
-
-    interrupted.rollout = crash_at_third_iteration
+    interrupted = Trainer(cfg, tmp_path / "first", hooks=[CrashAfterSecondIteration()])
     with pytest.raises(KeyboardInterrupt):
         interrupted.run()
     resumed = Trainer(replace(cfg, resume=str(tmp_path / "first")), tmp_path / "second")
@@ -121,14 +117,14 @@ def test_resume_matches_uninterrupted_run(tmp_path):
     assert resumed.iteration == 4 and resumed.env_steps == straight.env_steps
     a, b = params(straight), params(resumed)
     assert all(torch.equal(a[k], b[k]) for k in a)
-    opt_a, opt_b = straight.optimizer.state_dict()["state"], resumed.optimizer.state_dict()["state"]
+    opt_a, opt_b = straight.learner.optimizer.state_dict()["state"], resumed.learner.optimizer.state_dict()["state"]
     assert all(torch.equal(opt_a[i]["exp_avg"], opt_b[i]["exp_avg"]) for i in opt_a)
 
 
 def test_final_step_outcome_runs_to_horizon(tmp_path):
     cfg = small_config(iterations=1, env=EnvConfig(task="Reach", outcome="final_step", horizon=20))
     trainer = Trainer(cfg, tmp_path)
-    batch = trainer.rollout(0)
+    batch, _ = trainer.sampler.sample(trainer.policy, 0)
     assert (batch.mask.sum(0) == 20).all()
 
 
@@ -142,7 +138,7 @@ def run_cli(script: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
     "override, key",
     [
         ("algo.group_size=1", "algo.group_size"),
-        ("algo.clip_eps=1.0", "algo.clip_eps"),
+        ("algo.clip.eps=1.0", "algo.clip.eps"),
         ("env.horizon=0", "env.horizon"),
         ("env.task=Stack", "env.task"),
         ("policy.activation=swish", "policy.activation"),
@@ -232,3 +228,62 @@ def test_training_stops_at_the_target_success_and_records_when(tmp_path):
     assert target["env_steps"] == summary["env_steps"]
     assert 0 < target["train_seconds"] == pytest.approx(target["seconds"] - summary["eval_seconds"])
     assert torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=True)["iteration"] == target["iteration"]
+
+
+def test_a_new_advantage_estimator_is_one_function_and_one_config_value(tmp_path):
+    from grpo_robot.algo import ADVANTAGE_ESTIMATORS, register_advantage
+
+    @register_advantage("toy_centred")
+    def toy(rewards, eps):  # +0.5 for a success, -0.5 for a failure, whatever the group
+        return rewards - 0.5
+
+    try:
+        cfg = small_config(iterations=1, algo=AlgoConfig(advantage="toy_centred", group_size=4, groups_per_iter=8))
+        record = Trainer(cfg, tmp_path).train_iteration()
+        assert record.scalars["charts/mean_abs_advantage"] == 0.5
+        assert record.scalars["losses/approx_kl"] > 0  # every step had a non-zero advantage to learn from
+    finally:
+        del ADVANTAGE_ESTIMATORS["toy_centred"]
+    with pytest.raises(ValueError, match="algo.advantage='toy_centred' is invalid: must be one of grpo, "):
+        Trainer(cfg, tmp_path)
+
+
+def test_a_new_hook_logs_and_stops_without_touching_the_loop(tmp_path):
+    class Recorder(Hook):
+        def __init__(self):
+            self.logged, self.ended = [], None
+
+        def should_stop(self, trainer, record):
+            return record.iteration == 3
+
+        def after_iteration(self, trainer, record):
+            record.scalars["charts/steps_per_iteration"] = record.env_steps / record.iteration
+
+        def on_log(self, trainer, scalars, step):
+            self.logged.append((step, scalars.get("charts/steps_per_iteration")))
+
+        def on_end(self, trainer, summary):
+            self.ended = summary["iterations"]
+
+    recorder = Recorder()
+    trainer = Trainer(small_config(iterations=10, eval_every=2, eval_seeds=10), tmp_path, hooks=[recorder])
+    summary = trainer.run()
+    assert summary["iterations"] == recorder.ended == 3  # it ended the run after its third iteration
+    steps = [step for step, _ in recorder.logged]
+    assert len(steps) == 3 and steps == sorted(steps) and steps[-1] == summary["env_steps"]
+    assert all(value == pytest.approx(step / (i + 1)) for i, (step, value) in enumerate(recorder.logged))
+    assert torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=True)["iteration"] == 3
+    assert summary["eval"]["n"] == 10  # the last iteration was evaluated, as the final one of any run
+
+
+def test_renamed_keys_fail_with_the_new_name_and_old_checkpoints_still_load():
+    from grpo_robot.config import migrate, renamed_key_error, to_train_config
+
+    message = renamed_key_error(["seed=1", "algo.kl_beta=0.1"])
+    assert message == "algo.kl_beta is now algo.kl.beta (e.g. algo.kl.beta=...)"
+    assert renamed_key_error(["algo.dynamic_sampling=true"]).endswith("algo.dynamic_sampling.enabled=true")
+    assert renamed_key_error(["algo.kl.beta=0.1", "algo.dynamic_sampling.enabled=true"]) is None
+    old = {"algo": {"name": "dapo", "clip_high": 0.28, "dynamic_sampling": True, "kl_beta": 0.1, "vf_coef": 0.7}}
+    cfg = to_train_config({"env": {"task": "Reach"}, **old})
+    assert (cfg.algo.clip.high, cfg.algo.dynamic_sampling.enabled, cfg.algo.kl.beta) == (0.28, True, 0.1)
+    assert cfg.algo.critic.vf_coef == 0.7 and migrate({"seed": 3}) == {"seed": 3}

@@ -67,7 +67,7 @@ class Policy(nn.Module):
     The log-prob of an action is the sum over its tokens.
     """
 
-    kind: str  # the config's `policy.type`
+    type: str  # the config's `policy.type`
 
     def __init__(self, obs_dim: int, action_dim: int, obs_norm: bool) -> None:
         super().__init__()
@@ -97,16 +97,16 @@ class Policy(nn.Module):
         return []
 
 
-def build_policy(kind: str, obs_dim: int, action_dim: int, **kwargs: Any) -> Policy:
-    """A policy of type `kind` (one of `POLICIES`)."""
-    if kind not in POLICIES:
-        raise ValueError(f"unknown policy type {kind!r}; known: {', '.join(POLICIES)}")
-    return POLICIES[kind](obs_dim, action_dim, **kwargs)
+def build_policy(policy_type: str, obs_dim: int, action_dim: int, **kwargs: Any) -> Policy:
+    """A policy of `policy_type` (one of `POLICIES`)."""
+    if policy_type not in POLICIES:
+        raise ValueError(f"unknown policy type {policy_type!r}; known: {', '.join(POLICIES)}")
+    return POLICIES[policy_type](obs_dim, action_dim, **kwargs)
 
 
 POLICIES: dict[str, type[Policy]] = {}
 
 
 def register_policy(cls: type[Policy]) -> type[Policy]:
-    POLICIES[cls.kind] = cls
+    POLICIES[cls.type] = cls
     return cls

@@ -28,7 +28,7 @@ class GaussianPolicy(Policy):
     change-of-variables term, so it is the density of the action in [-1, 1].
     """
 
-    kind = "gaussian"
+    type = "gaussian"
 
     def __init__(
         self,

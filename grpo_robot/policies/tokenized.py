@@ -43,7 +43,7 @@ class TokenizedPolicy(Policy):
     Temperature divides the logits for sampling and scoring alike; deterministic mode is argmax.
     """
 
-    kind = "tokenized"
+    type = "tokenized"
 
     def __init__(
         self,

@@ -1,0 +1,52 @@
+"""Typed configuration (Hydra structured configs): the schema (`schema`), its checks
+(`validate`), and Hydra registration and (de)serialization (`store`).
+
+`conf/config.yaml` composes the groups `env/`, `policy/`, `algo/` and `experiment/` over the
+`TrainConfig` schema, so a misspelled key or a wrong type fails at composition; `validate` then
+checks ranges and choices, before any environment is built.
+"""
+
+from grpo_robot.config.schema import (
+    AlgoConfig,
+    BCConfig,
+    ClipConfig,
+    CollectDemosConfig,
+    CriticConfig,
+    DemoConfig,
+    DynamicSamplingConfig,
+    EnvConfig,
+    EvalConfig,
+    KLConfig,
+    PolicyConfig,
+    PretrainConfig,
+    TrainConfig,
+    env_name,
+    env_source,
+    policy_kwargs,
+)
+from grpo_robot.config.store import (
+    RENAMED_KEYS,
+    config_dict,
+    env_config,
+    migrate,
+    register_configs,
+    renamed_key_error,
+    to_train_config,
+)
+from grpo_robot.config.validate import (
+    ConfigError,
+    validate,
+    validate_bc,
+    validate_demos,
+    validate_device,
+    validate_env,
+    validate_policy,
+)
+
+__all__ = [
+    "AlgoConfig", "BCConfig", "ClipConfig", "CollectDemosConfig", "ConfigError", "CriticConfig", "DemoConfig",
+    "DynamicSamplingConfig", "EnvConfig", "EvalConfig", "KLConfig", "PolicyConfig", "PretrainConfig",
+    "RENAMED_KEYS", "TrainConfig", "config_dict", "env_config", "env_name", "env_source", "migrate",
+    "policy_kwargs", "register_configs", "renamed_key_error", "to_train_config", "validate", "validate_bc",
+    "validate_demos", "validate_device", "validate_env", "validate_policy",
+]  # fmt: skip

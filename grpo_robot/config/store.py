@@ -1,0 +1,125 @@
+"""Config in and out: Hydra registration of the schemas, `TrainConfig` from a composed or saved
+config (older saved key names are renamed on the way in), and back to plain containers."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from dataclasses import dataclass
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig, OmegaConf
+
+from grpo_robot.config.schema import (
+    ENV_KEY_ALIASES,
+    CollectDemosConfig,
+    EnvConfig,
+    EvalConfig,
+    PretrainConfig,
+    TrainConfig,
+)
+from grpo_robot.config.validate import ConfigError
+
+# keys renamed when the algo group was nested: old dotted key -> new one (None: removed)
+RENAMED_KEYS: dict[str, str | None] = {
+    "algo.name": None,
+    "algo.clip_eps": "algo.clip.eps",
+    "algo.clip_low": "algo.clip.low",
+    "algo.clip_high": "algo.clip.high",
+    "algo.dual_clip": "algo.clip.dual",
+    "algo.kl_beta": "algo.kl.beta",
+    "algo.kl_estimator": "algo.kl.estimator",
+    "algo.keep_range": "algo.dynamic_sampling.keep_range",
+    "algo.max_sampling_rounds": "algo.dynamic_sampling.max_rounds",
+    "algo.gamma": "algo.critic.gamma",
+    "algo.gae_lambda": "algo.critic.gae_lambda",
+    "algo.vf_coef": "algo.critic.vf_coef",
+    "algo.reward": "algo.critic.reward",
+    "algo.shaping_coef": "algo.critic.shaping_coef",
+}
+
+
+def renamed_key_error(overrides: list[str]) -> str | None:
+    """A one-line message for the first command-line override that uses a renamed key, else None."""
+    for override in overrides:
+        key = override.split("=", 1)[0].lstrip("+~")
+        if key == "algo.dynamic_sampling" and "=" in override and override.split("=", 1)[1] in ("true", "false"):
+            return f"{override} is now algo.dynamic_sampling.enabled={override.split('=', 1)[1]}"
+        if key in RENAMED_KEYS:
+            new = RENAMED_KEYS[key]
+            return f"{key} was removed" if new is None else f"{key} is now {new} (e.g. {new}=...)"
+    return None
+
+
+def migrate(values: dict[str, Any]) -> dict[str, Any]:
+    """A saved training config (checkpoints, resolved_config.yaml) with older key names renamed."""
+    algo = dict(values.get("algo") or {})
+    if isinstance(algo.get("dynamic_sampling"), bool):
+        algo["dynamic_sampling"] = {"enabled": algo["dynamic_sampling"]}
+    for old, new in RENAMED_KEYS.items():
+        name = old.split(".", 1)[1]
+        if name not in algo:
+            continue
+        value = algo.pop(name)
+        if new is not None:
+            group, field = new.split(".")[1:]
+            algo.setdefault(group, {})[field] = value
+    return {**values, "algo": algo} if "algo" in values else values
+
+
+@dataclass
+class TrainSchema(TrainConfig):
+    """The schema Hydra composes against: `env` stays an untyped node, so that it may hold the key
+    `import` (a Python keyword, no dataclass field); `env_config` types and checks it."""
+
+    env: Any = None
+
+
+def register_configs() -> None:
+    cs = ConfigStore.instance()
+    cs.store(name="train_schema", node=TrainSchema)
+    cs.store(name="eval_schema", node=EvalConfig)
+    cs.store(name="collect_demos_schema", node=CollectDemosConfig)
+    cs.store(name="pretrain_schema", node=PretrainConfig)
+
+
+def env_config(node: Any) -> EnvConfig:
+    """An `EnvConfig` from a config node (dict, DictConfig or EnvConfig); `import` may name
+    `imports`. An unknown key or a wrong type raises a one-line `ConfigError`."""
+    if isinstance(node, EnvConfig):
+        return node
+    values = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node or {})
+    values = {ENV_KEY_ALIASES.get(k, k): v for k, v in values.items()}
+    fields = [f.name for f in dataclasses.fields(EnvConfig)]
+    for key in values:
+        if key not in fields:
+            spelled = ["import" if f == "imports" else f for f in fields]
+            close = difflib.get_close_matches(key, spelled, n=1)
+            hint = f" (did you mean env.{close[0]}?)" if close else ""
+            raise ConfigError(f"env.{key} is not an env key{hint}; env keys: {', '.join(spelled)}")
+    try:
+        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(EnvConfig), values))  # type: ignore[return-value]
+    except Exception as err:  # omegaconf's ValidationError: a value of the wrong type
+        key = getattr(err, "full_key", "") or "?"
+        reason = str(err).splitlines()[0]
+        raise ConfigError(f"env.{key}={values.get(key)!r} is invalid: {reason}") from None
+
+
+def config_dict(cfg: TrainConfig) -> dict[str, Any]:
+    """`cfg` as plain containers, keys spelled as in the YAML configs (`env.import`)."""
+    record = OmegaConf.to_container(OmegaConf.structured(cfg))
+    env = record["env"]  # type: ignore[index]
+    record["env"] = {next((k for k, v in ENV_KEY_ALIASES.items() if v == key), key): v for key, v in env.items()}  # type: ignore[index]
+    return record  # type: ignore[return-value]
+
+
+def to_train_config(cfg: DictConfig | TrainConfig | dict) -> TrainConfig:
+    """A plain `TrainConfig` object from a Hydra/OmegaConf config or a saved dict (or itself); a saved
+    dict may use older key names (`migrate`)."""
+    if isinstance(cfg, TrainConfig):
+        return cfg
+    values = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else migrate(dict(cfg))
+    env = env_config(values.pop("env", None))
+    merged = OmegaConf.merge(OmegaConf.structured(TrainConfig), values)
+    return dataclasses.replace(OmegaConf.to_object(merged), env=env)  # type: ignore[type-var]

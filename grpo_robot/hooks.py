@@ -1,0 +1,185 @@
+"""Everything around the training loop, as hooks: budgets, the evaluation schedule (with the best
+checkpoint and target stopping), periodic checkpoints, TensorBoard and the progress bar.
+
+A hook subclasses `Hook` and overrides what it needs; `Trainer(..., hooks=[...])` appends it to
+the defaults (`default_hooks`), which run in list order:
+
+    on_start(trainer)              once, before the first iteration (after the BC stage)
+    should_stop(trainer, rec)      after each iteration, every hook first: True ends the run after it,
+                                   so that every hook's after_iteration knows it is the last
+    after_iteration(trainer, rec)  after each iteration
+    on_log(trainer, scalars, step) every batch of scalars, x-axis = env steps
+    on_end(trainer, summary)       once, with the run's summary (before summary.json is written)
+    close()                        always, last, also when training raised
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from grpo_robot.config import TrainConfig
+from grpo_robot.evaluation import EvalResult
+
+if TYPE_CHECKING:
+    from grpo_robot.trainer import Trainer
+
+
+@dataclass
+class IterationRecord:
+    """What one iteration hands the hooks."""
+
+    iteration: int  # iterations done, this one included
+    env_steps: int  # env steps simulated so far
+    scalars: dict[str, float]  # metrics of this iteration; hooks may add theirs
+    final: bool = False  # the run ends after this iteration: the last one, a hook's should_stop, the target
+    evaluation: EvalResult | None = None  # set when this iteration was evaluated
+
+
+class Hook:
+    def on_start(self, trainer: Trainer) -> None:
+        pass
+
+    def should_stop(self, trainer: Trainer, record: IterationRecord) -> bool:
+        return False
+
+    def after_iteration(self, trainer: Trainer, record: IterationRecord) -> None:
+        pass
+
+    def on_log(self, trainer: Trainer, scalars: dict[str, float], step: int) -> None:
+        pass
+
+    def on_end(self, trainer: Trainer, summary: dict[str, Any]) -> None:
+        pass
+
+    def close(self) -> None:
+        """Release what the hook holds (files, the console); runs even when training raised."""
+
+
+def eval_scalars(result: EvalResult) -> dict[str, float]:
+    low, high = result.interval
+    return {"charts/eval_success": result.rate, "charts/eval_success_low": low, "charts/eval_success_high": high}
+
+
+class Budget(Hook):
+    """Ends the run after `time_limit_min` minutes or `max_env_steps` env steps."""
+
+    def __init__(self, time_limit_min: float | None, max_env_steps: int | None) -> None:
+        self.seconds = None if time_limit_min is None else 60 * time_limit_min
+        self.max_env_steps = max_env_steps
+
+    def should_stop(self, trainer: Trainer, record: IterationRecord) -> bool:
+        out_of_time = self.seconds is not None and trainer.elapsed() > self.seconds
+        return out_of_time or (self.max_env_steps is not None and record.env_steps >= self.max_env_steps)
+
+
+class Evaluation(Hook):
+    """Evaluates on the held-out seeds every `every` iterations and after the last one (and at
+    the start from a pretrained policy or with `eval_at_start`); keeps the best checkpoint; ends
+    the run at the first evaluation at `target` success or above, recording when (hooks after
+    it see `final` set)."""
+
+    def __init__(self, every: int, target: float | None, at_start: bool) -> None:
+        self.every, self.target, self.at_start = every, target, at_start
+
+    def on_start(self, trainer: Trainer) -> None:
+        if trainer.iteration == 0 and (trainer.pretrained is not None or self.at_start):
+            if trainer.pretrained is None:
+                trainer.pretrained = {"source": f"random initial weights (seed {trainer.cfg.seed})"}
+            # the starting point, on the same held-out seeds, at env step 0 (the BC stage evaluated already)
+            initial = trainer.last_eval if trainer.cfg.pretrain else trainer.evaluate()
+            trainer.pretrained["eval"] = initial.to_json(episodes=False)
+            trainer.log(eval_scalars(initial), 0)
+        if trainer.iteration == 0 and trainer.last_eval is not None and self._reached(trainer, trainer.last_eval):
+            trainer.stop = True  # the start already meets the target
+
+    def after_iteration(self, trainer: Trainer, record: IterationRecord) -> None:
+        if record.iteration % self.every and not record.final:
+            return
+        result = record.evaluation = trainer.evaluate()
+        if self._reached(trainer, result):
+            record.final = True
+        record.scalars.update(eval_scalars(result))
+        if result.rate > trainer.best_eval:
+            trainer.best_eval = result.rate
+            trainer.save("best")
+
+    def _reached(self, trainer: Trainer, result: EvalResult) -> bool:
+        """Record the first evaluation at the target or above in `trainer.target`; True when it is this one."""
+        if self.target is None or trainer.target.get("reached") or result.rate < self.target:
+            return False
+        seconds = trainer.elapsed()
+        trainer.target.update(reached=True, iteration=trainer.iteration, env_steps=trainer.env_steps,
+                              success=result.rate, seconds=seconds,
+                              train_seconds=seconds - trainer.eval_seconds)  # fmt: skip
+        return True
+
+
+class Checkpoints(Hook):
+    """Saves `checkpoints/last.pt` every `every` iterations, after every evaluation and at the end."""
+
+    def __init__(self, every: int) -> None:
+        self.every = every
+
+    def after_iteration(self, trainer: Trainer, record: IterationRecord) -> None:
+        if record.iteration % self.every == 0 or record.evaluation is not None or record.final:
+            trainer.save("last")
+
+
+class TensorBoard(Hook):
+    """Writes every logged scalar to `<run_dir>/tb`."""
+
+    def __init__(self) -> None:
+        self.writer = None
+
+    def on_start(self, trainer: Trainer) -> None:
+        if self.writer is None:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.writer = SummaryWriter(str(trainer.run_dir / "tb"))
+
+    def on_log(self, trainer: Trainer, scalars: dict[str, float], step: int) -> None:
+        if self.writer is None:
+            self.on_start(trainer)
+        for tag, value in scalars.items():
+            self.writer.add_scalar(tag, value, step)
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+
+class ProgressBar(Hook):
+    """A console progress bar with the last train and eval success."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled, self.bar = enabled, None
+
+    def on_start(self, trainer: Trainer) -> None:
+        from tqdm import tqdm
+
+        total = trainer.cfg.iterations
+        self.bar = tqdm(total=total, initial=trainer.iteration, disable=not self.enabled, unit="it", dynamic_ncols=True)
+
+    def after_iteration(self, trainer: Trainer, record: IterationRecord) -> None:
+        postfix = {"success": f"{record.scalars['charts/train_success']:.2f}"}
+        if trainer.last_eval is not None:
+            postfix["eval"] = f"{trainer.last_eval.rate:.2f}"
+        self.bar.set_postfix(postfix, refresh=False)
+        self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def default_hooks(cfg: TrainConfig) -> list[Hook]:
+    """The hooks every run has, in the order they run."""
+    return [
+        Budget(cfg.time_limit_min, cfg.max_env_steps),
+        Evaluation(cfg.eval_every, cfg.target_success, cfg.eval_at_start),
+        Checkpoints(cfg.checkpoint_every),
+        TensorBoard(),
+        ProgressBar(cfg.progress),
+    ]

@@ -1,0 +1,88 @@
+"""Every seed range and random stream of the project, and the checks on them.
+
+Reset seeds come from three disjoint ranges, so evaluation never starts from a state seen in
+training or in the demonstrations:
+
+    training groups   [0, 1e9)      drawn per iteration from the run's `seed`
+    evaluation        [1e9, 2e9)    the first n of the range, the same for every run
+    demonstrations    [2e9, 3e9)    demo run `seed` in [0, 1000) owns 1e6 consecutive seeds
+
+Random streams (sampling noise, minibatch shuffles, evaluation noise) are functions of
+(run seed, iteration, stream[, sampling round]) only, so a resumed run draws exactly what an
+uninterrupted one would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+TRAIN_SEED_END = 1_000_000_000
+EVAL_SEED_START = 1_000_000_000
+EVAL_SEED_END = 2_000_000_000
+DEMO_SEED_START = 2_000_000_000
+DEMO_RUNS = 1000  # demos.seed in [0, DEMO_RUNS)
+DEMO_SEEDS_PER_RUN = 1_000_000
+
+STREAM_ROLLOUT, STREAM_SHUFFLE, STREAM_EVAL = 1, 2, 3
+
+
+def iteration_seeds(run_seed: int, iteration: int, n_groups: int, round_: int = 0) -> np.ndarray:
+    """`[G]` training group seeds of one iteration (and dynamic-sampling round)."""
+    key = [run_seed, iteration] if round_ == 0 else [run_seed, iteration, 0, round_]
+    return np.random.default_rng(key).integers(0, TRAIN_SEED_END, n_groups)
+
+
+def group_seeds(seeds: Sequence[int], group_size: int) -> np.ndarray:
+    """`[G]` group seeds -> `[G * group_size]` world seeds, members of a group adjacent, so
+    per-world arrays reshape as `[G * N] -> [G, N]`."""
+    if group_size < 1:
+        raise ValueError(f"group_size must be >= 1, got {group_size}")
+    return np.repeat(np.asarray(seeds, dtype=np.int64), group_size)
+
+
+def eval_seeds(n: int) -> np.ndarray:
+    """The held-out evaluation seeds: the first `n` of the evaluation range."""
+    if not 0 <= n <= EVAL_SEED_END - EVAL_SEED_START:
+        raise ValueError(f"n={n} evaluation seeds is invalid: must be in [0, {EVAL_SEED_END - EVAL_SEED_START}]")
+    return EVAL_SEED_START + np.arange(n, dtype=np.int64)
+
+
+def check_demo_seed(seed: int, key: str = "seed") -> None:
+    if not 0 <= seed < DEMO_RUNS:
+        raise ValueError(f"{key}={seed} is invalid: must be in [0, {DEMO_RUNS})")
+
+
+def demo_seeds(seed: int, start: int, n: int) -> np.ndarray:
+    """`[n]` reset seeds of demo run `seed`, from its `start`-th episode on."""
+    check_demo_seed(seed)
+    if start < 0 or start + n > DEMO_SEEDS_PER_RUN:
+        raise ValueError(f"demo episodes [{start}, {start + n}) exceed the {DEMO_SEEDS_PER_RUN} seeds of one demo run")
+    return DEMO_SEED_START + seed * DEMO_SEEDS_PER_RUN + start + np.arange(n, dtype=np.int64)
+
+
+def check_seeds(seeds: Sequence[int], num_worlds: int) -> np.ndarray:
+    """`seeds` as an integer array of one non-negative seed per world, else `ValueError`."""
+    seeds = np.asarray(seeds)
+    if seeds.shape != (num_worlds,) or not np.issubdtype(seeds.dtype, np.integer):
+        raise ValueError(
+            f"seeds must be {num_worlds} integers (one per world), got shape {seeds.shape} and dtype {seeds.dtype}"
+        )
+    if (seeds < 0).any():
+        raise ValueError(f"seeds must be >= 0, got {seeds[seeds < 0][0]}")
+    return seeds
+
+
+def stream_seed(run_seed: int, iteration: int, stream: int, round_: int = 0) -> int:
+    """A 62-bit seed for one random stream of one iteration, a function of its arguments only."""
+    key = [run_seed, iteration, stream] if round_ == 0 else [run_seed, iteration, stream, round_]
+    return int(np.random.default_rng(key).integers(2**62))
+
+
+def iteration_generator(
+    run_seed: int, iteration: int, device: torch.device | str, stream: int = STREAM_ROLLOUT, round_: int = 0
+) -> torch.Generator:
+    """A torch generator on `device` for one stream of one iteration (see `stream_seed`)."""
+    return torch.Generator(device=device).manual_seed(stream_seed(run_seed, iteration, stream, round_))

@@ -1,0 +1,119 @@
+"""The update: K epochs of minibatches over one batch's trajectories, the registered policy loss
+on each (grpo_robot/algo.py), plus the loss of a critic when the advantages come from one."""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+import torch
+from torch import nn
+
+from grpo_robot.algo import POLICY_LOSSES, Layout, gradient_steps, group_relative
+from grpo_robot.config import AlgoConfig
+from grpo_robot.policies import Policy
+from grpo_robot.rollout import Batch
+from grpo_robot.seeding import STREAM_SHUFFLE, stream_seed
+
+
+class AdvantageSource(Protocol):
+    """Where the advantages of a batch come from: group outcomes (the GRPO family) or a critic."""
+
+    every_step: bool  # its loss needs every step, zero advantage or not
+
+    def advantages(self, batch: Batch, policy: Policy) -> tuple[torch.Tensor, dict[str, float]]:
+        """-> (advantages `[S]`, one per step of `batch.packed()`, metrics)."""
+        ...
+
+
+class GroupAdvantages:
+    """The registered group estimator `algo.advantage` over each group's outcomes `[G, N]`: the
+    same advantage for every step of a trajectory; no critic, no extra loss."""
+
+    every_step = False
+
+    def __init__(self, cfg: AlgoConfig) -> None:
+        self.name, self.eps, self.group_size = cfg.advantage, cfg.adv_eps, cfg.group_size
+
+    def advantages(self, batch: Batch, policy: Policy) -> tuple[torch.Tensor, dict[str, float]]:
+        per_traj = group_relative(self.name, batch.success.view(-1, self.group_size), self.eps)  # [B]
+        _, traj = batch.mask.nonzero(as_tuple=True)  # the t-major order of Batch.packed()
+        return per_traj[traj], {"mean_abs_advantage": per_traj.abs().mean().item()}
+
+
+def frozen_copy(policy: Policy) -> Policy:
+    """The KL reference: a copy of `policy` that never trains."""
+    ref = copy.deepcopy(policy)
+    ref.requires_grad_(False)
+    return ref.eval()
+
+
+class Learner:
+    """Owns the optimizer (Adam over the policy and the critic, if any) and the KL reference."""
+
+    def __init__(self, policy: Policy, cfg: AlgoConfig, horizon: int, iterations: int, run_seed: int,
+                 device: torch.device, extra: Sequence[nn.Module] = ()) -> None:  # fmt: skip
+        self.cfg, self.horizon, self.iterations, self.run_seed, self.device = cfg, horizon, iterations, run_seed, device
+        self.extra = list(extra)  # modules with a `loss(policy, obs, sel)` trained alongside (a critic)
+        self.policy_loss = POLICY_LOSSES[cfg.policy_loss]
+        self.set_policy(policy)
+
+    def set_policy(self, policy: Policy) -> None:
+        """Train `policy` from now on: a fresh optimizer, and `policy` as the KL reference."""
+        self.policy = policy
+        self.reference = frozen_copy(policy) if self.cfg.kl.beta > 0 else None
+        params = list(policy.parameters()) + [p for m in self.extra for p in m.parameters()]
+        self.optimizer = torch.optim.Adam(params, lr=self.cfg.lr, eps=1e-5)
+
+    def update(self, batch: Batch, advantages: torch.Tensor, it: int, every_step: bool = False) -> dict[str, float]:
+        """K epochs of minibatches over the batch's trajectories. `advantages [S]` per step of
+        `batch.packed()`; with `every_step`, zero-advantage steps are scored too.
+        -> means over the optimizer steps of the loss metrics, and `skipped_fraction`, the fraction
+        of steps skipped for a non-finite loss or gradient."""
+        cfg, policy, device = self.cfg, self.policy, self.device
+        obs, raw, logp_old, traj, lengths = batch.packed()  # logp_old: [S, n_tokens]
+        n_traj = len(lengths)
+        every_step = every_step or cfg.kl.beta > 0 or cfg.entropy_coef > 0
+        keep = gradient_steps(advantages, every_step)
+        logp_ref = None
+        if self.reference is not None:
+            with torch.no_grad():
+                logp_ref = self.reference.log_probs(obs, raw)[0]
+        lr = cfg.lr * (1.0 - it / self.iterations if cfg.lr_schedule == "linear" else 1.0)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        shuffle = torch.Generator().manual_seed(stream_seed(self.run_seed, it, STREAM_SHUFFLE))
+        max_norm = cfg.max_grad_norm if cfg.max_grad_norm is not None else math.inf
+        stats: dict[str, list[float]] = {}
+        for _ in range(cfg.epochs):
+            for members in torch.randperm(n_traj, generator=shuffle).to(device).chunk(cfg.minibatches):
+                in_mb = torch.zeros(n_traj, dtype=torch.bool, device=device)
+                in_mb[members] = True
+                sel = in_mb[traj] & keep
+                if not sel.any():
+                    continue
+                logp, entropy = policy.log_probs(obs[sel], raw[sel])
+                adv = advantages[sel]
+                if cfg.normalize_advantages and len(adv) > 1:
+                    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+                layout = Layout(traj[sel], lengths, members, self.horizon)
+                ref = None if logp_ref is None else logp_ref[sel]
+                loss, metrics = self.policy_loss(logp, logp_old[sel], adv, layout, cfg, ref, entropy)
+                for module in self.extra:
+                    extra_loss, extra_metrics = module.loss(policy, obs[sel], sel)
+                    loss = loss + extra_loss
+                    metrics.update(extra_metrics)
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                grad_norm = torch.nn.utils.clip_grad_norm_(self.optimizer.param_groups[0]["params"], max_norm)
+                if not (torch.isfinite(loss) and torch.isfinite(grad_norm)):
+                    stats.setdefault("skipped_fraction", []).append(1.0)  # a NaN never reaches the weights
+                    self.optimizer.zero_grad(set_to_none=True)
+                    continue
+                self.optimizer.step()
+                for key, value in {**metrics, "grad_norm": grad_norm, "skipped_fraction": 0.0}.items():
+                    stats.setdefault(key, []).append(float(value))
+        return {k: float(np.mean(v)) for k, v in stats.items()}
