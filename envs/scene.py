@@ -16,7 +16,7 @@ import numpy as np
 
 TIMESTEP = 0.005  # s, physics step
 N_SUBSTEPS = 8  # physics steps per control step: control at 25 Hz
-MAX_SPEED = 0.5  # m/s, hand target speed at |action| = 1
+MAX_SPEED = 0.5  # m/s, the hand target speed an action of magnitude 1 commands (Task.blowup_qvel is the blow-up bound)
 FINGER_OPEN = 0.04  # m, finger joint value when fully open (each finger; gap = 2x)
 HOME = np.array([0.0, 0.0, 0.15])  # m, mean start of the grip point
 WORKSPACE_LOW = np.array([-0.25, -0.25, 0.015])

@@ -31,7 +31,7 @@ class Task:
     # Any |qvel| entry above this (m/s or rad/s) means the world blew up. Under random actions the
     # built-in tasks peak at 1.4 m/s and 41 rad/s (a flicked cube spinning), so 500 never fires on
     # real motion; it catches runaways before MuJoCo's own 1e10 bound does.
-    max_speed: ClassVar[float] = 500.0
+    blowup_qvel: ClassVar[float] = 500.0
 
     def __init__(self) -> None:
         self.model = mujoco.MjModel.from_xml_string(scene.build_xml(self.name, self.bodies, self.sensors))

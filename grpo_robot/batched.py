@@ -201,7 +201,7 @@ class BatchedEnv:
             advanced
             & np.isfinite(new_state).all(axis=1)
             & np.isfinite(sensors).all(axis=1)
-            & (np.abs(new_state[:, self._qvel]) < self.task.max_speed).all(axis=1)
+            & (np.abs(new_state[:, self._qvel]) < self.task.blowup_qvel).all(axis=1)
         )
         good = idx[ok]
         self.state[good] = new_state[ok]
