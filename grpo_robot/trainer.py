@@ -121,7 +121,7 @@ class Trainer:
         advantages, adv_metrics = self.advantage_source.advantages(batch, self.policy)
         update = self.learner.update(batch, advantages, it, self.advantage_source.every_step)
         if self.update_obs_norm:  # after the update: one normalization per iteration
-            self.policy.obs_norm.update(batch.packed()[0])
+            self.policy.obs_norm.update(batch.obs[batch.mask])  # the valid steps, in packed (t-major) order
         t2 = time.perf_counter()
         self.iteration, self.env_steps = it + 1, self.env_steps + batch.simulated_steps
         scalars = {
