@@ -36,6 +36,7 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
+from grpo_robot import env_state
 from grpo_robot.batched import check_actions
 from grpo_robot.config import EnvConfig, env_name
 from grpo_robot.seeding import check_seeds
@@ -43,6 +44,10 @@ from grpo_robot.seeding import check_seeds
 log = logging.getLogger(__name__)
 
 RUNNING, SUCCEEDED, HORIZON, ENV_ENDED, FAILED = 0, 1, 2, 3, 4  # OutcomeEnv's `info["ended"]`
+
+
+class CopyFailed(RuntimeError):
+    """Copying a reset world into another raised (group_start=clone)."""
 
 
 class MissingSuccessKey(KeyError):
@@ -66,23 +71,24 @@ def import_modules(names: Sequence[str]) -> None:
             raise ValueError(f"env.import={name!r} failed: {type(err).__name__}: {err}") from None
 
 
-def load_callable(path: str, key: str) -> Callable[..., Any]:
-    """`module:attr` (attr may be dotted) -> the object; an import failure is a `ValueError`
-    that shows the import error."""
+def load_callable(path: str, key: str, check: bool = True) -> Callable[..., Any]:
+    """`module:attr` (attr may be dotted) -> the object, which must be callable when `check`; an
+    import failure is a `ValueError` that names the config `key` (env.entry_point, ...) and shows
+    the import error."""
     module_name, _, attr = path.partition(":")
     try:
         obj: Any = _import(module_name)
     except Exception as err:
-        raise ValueError(f"env.{key}={path!r} could not be imported: {type(err).__name__}: {err}") from None
+        raise ValueError(f"{key}={path!r} could not be imported: {type(err).__name__}: {err}") from None
     for part in attr.split("."):
         if not hasattr(obj, part):
             public = [n for n in dir(obj) if not n.startswith("_")]
             close = difflib.get_close_matches(part, public, n=3)
             hint = f"; close matches: {', '.join(close)}" if close else ""
-            raise ValueError(f"env.{key}={path!r}: {module_name} has no attribute {attr!r}{hint}")
+            raise ValueError(f"{key}={path!r}: {module_name} has no attribute {attr!r}{hint}")
         obj = getattr(obj, part)
-    if not callable(obj):
-        raise ValueError(f"env.{key}={path!r} is a {type(obj).__name__}, not a class or function")
+    if check and not callable(obj):
+        raise ValueError(f"{key}={path!r} is a {type(obj).__name__}, not a class or function")
     return obj
 
 
@@ -99,7 +105,7 @@ def make_inner(cfg: EnvConfig) -> gymnasium.Env:
         if cfg.horizon is not None:  # the env's own TimeLimit must not cut episodes shorter
             kwargs["max_episode_steps"] = cfg.horizon
         return gymnasium.make(cfg.id, **kwargs)
-    factory = load_callable(cfg.entry_point, "entry_point")  # type: ignore[arg-type]
+    factory = load_callable(cfg.entry_point, "env.entry_point")  # type: ignore[arg-type]
     env = factory(**kwargs)
     if not isinstance(env, gymnasium.Env):
         raise ValueError(f"env.entry_point={cfg.entry_point!r} made a {type(env).__name__}, not a gymnasium.Env")
@@ -133,6 +139,15 @@ def check_spaces(cfg: EnvConfig, env: gymnasium.Env) -> list[str] | None:
     return keys
 
 
+def unit_actions(actions: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """`[S, D]` actions in an env's Box units -> the project's [-1, 1] per dimension (linear where
+    both bounds are finite, unchanged elsewhere; clipped, as the env would clip them) float32."""
+    a = np.asarray(actions, dtype=np.float64)
+    scaled = np.isfinite(low) & np.isfinite(high)
+    lo, span = np.where(scaled, low, -1.0), np.where(scaled, high - low, 2.0)
+    return np.clip(np.where(scaled, 2.0 * (a - lo) / span - 1.0, a), -1.0, 1.0).astype(np.float32)
+
+
 # -- one world ----------------------------------------------------------------------------------
 class OutcomeEnv(gymnasium.Env):
     """One world: the user's env with flat float32 observations, actions in [-1, 1], the binary
@@ -151,7 +166,7 @@ class OutcomeEnv(gymnasium.Env):
         self.horizon = horizon
         self.terminate_on_success = cfg.outcome == "any_step"
         self.success_key = cfg.success_key
-        self.success_fn = load_callable(cfg.success_fn, "success_fn") if cfg.success_fn else None
+        self.success_fn = load_callable(cfg.success_fn, "env.success_fn") if cfg.success_fn else None
         act = self.inner.action_space
         self._low, self._high = act.low.reshape(-1).astype(np.float64), act.high.reshape(-1).astype(np.float64)
         self._scaled = np.isfinite(self._low) & np.isfinite(self._high)
@@ -165,6 +180,10 @@ class OutcomeEnv(gymnasium.Env):
         self._ended = FAILED
         self._success = False
         self._steps = 0
+        self.raw_obs: Any = None  # the inner env's last observation and info, as it returned them
+        self.raw_info: dict[str, Any] = {}
+        self.pending: tuple | None = None  # (method name, args) for `run_pending`
+        self._own_generators: dict[str, Any] = {}  # a copy's own generators, kept aside (env_state)
 
     def _flatten(self, obs: Any) -> np.ndarray:
         if self.keys is None:
@@ -195,8 +214,12 @@ class OutcomeEnv(gymnasium.Env):
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         self._success, self._steps = False, 0
+        if self._own_generators:  # a copy's generators were the leader's: draw from its own again
+            env_state.restore_generators(self.inner, self._own_generators)
+            self._own_generators = {}
         try:
-            obs, _ = self.inner.reset(seed=seed, options=options)
+            obs, info = self.inner.reset(seed=seed, options=options)
+            self.raw_obs, self.raw_info = obs, info
             flat = self._flatten(obs)
         except Exception as err:  # the world starts failed; the caller decides if that is fatal
             self._obs[:], self._ended = 0.0, FAILED
@@ -213,6 +236,7 @@ class OutcomeEnv(gymnasium.Env):
         self._steps += 1
         try:
             obs, _, terminated, truncated, info = self.inner.step(self.to_env_action(action))
+            self.raw_obs, self.raw_info = obs, info
             success = self.is_success(obs, info)
             flat = self._flatten(obs)
         except MissingSuccessKey:
@@ -234,6 +258,67 @@ class OutcomeEnv(gymnasium.Env):
         self._ended, self._success = FAILED, False
         text = message or f"{type(err).__name__}: {err}"
         return self._obs.copy(), 0.0, False, False, self._info(f"step {self._steps}: {text}")
+
+    def from_env_action(self, action: Any) -> np.ndarray:
+        """The inverse of `to_env_action`: an action in the env's units -> [-1, 1] per dimension."""
+        return unit_actions(np.asarray(action).reshape(1, -1), self._low, self._high)[0]
+
+    @property
+    def ended(self) -> int:
+        """RUNNING, SUCCEEDED, HORIZON, ENV_ENDED or FAILED."""
+        return self._ended
+
+    @property
+    def success(self) -> bool:
+        """The success predicate at the last step."""
+        return self._success
+
+    # -- equal group starts by copying (env.group_start=clone; grpo_robot/env_state.py) --
+    def take_start(self, method: str) -> tuple | str | None:
+        """A snapshot of this freshly reset world; None if its reset failed, the error's text if
+        the copy did (errors travel back as values: a raise would end an async worker)."""
+        if self._ended == FAILED:
+            return None
+        try:
+            return env_state.take(self.inner, method), self._obs.copy(), self.raw_obs, self.raw_info
+        except Exception as err:
+            return f"{type(err).__name__}: {err}"
+
+    def adopt_start(self, method: str, start: tuple | None) -> str | None:
+        """Become a copy of the world `start` was taken from, at its reset; -> an error's text or None."""
+        self._success, self._steps = False, 0
+        if start is None:
+            self._obs[:], self._ended = 0.0, FAILED
+            return None
+        snapshot, obs, raw_obs, raw_info = start
+        try:
+            own = self._own_generators or env_state.own_generators(self.inner)  # back before the next reset
+            self.inner = env_state.put(self.inner, method, snapshot)
+            self._own_generators = own
+        except Exception as err:
+            self._obs[:], self._ended = 0.0, FAILED
+            return f"{type(err).__name__}: {err}"
+        self._obs, self._ended, self.raw_obs, self.raw_info = obs.copy(), RUNNING, raw_obs, raw_info
+        return None
+
+    def copy_methods(self) -> list[str]:
+        return env_state.applicable(self.inner)
+
+    def observed(self) -> np.ndarray:
+        """Every entry of the last raw observation, flattened (not only `env.obs_keys`): what the
+        clone check compares."""
+        obs = self.raw_obs
+        parts = [obs[k] for k in sorted(obs)] if isinstance(obs, dict) else [obs]
+        return np.concatenate([np.asarray(p, dtype=np.float64).reshape(-1) for p in parts] + [[self._success]])
+
+    def run_pending(self) -> Any:
+        """Run the call `pending` names, if any (how the async backend sends each world its own
+        arguments: `set_attr("pending", [...])`, then `call("run_pending")`)."""
+        if self.pending is None:
+            return None
+        name, args = self.pending
+        self.pending = None
+        return getattr(self, name)(*args)
 
     def close(self) -> None:
         self.inner.close()
@@ -278,12 +363,15 @@ class GymGroupEnv:
         self.name = env_name(cfg)
         self.num_worlds = B = num_worlds
         inner, self.horizon = probe(cfg)
+        first = OutcomeEnv(cfg, self.horizon, inner)
+        # the observation layout and the action bounds: what a dataset must match, and how its actions map
+        self.obs_keys, self.action_low, self.action_high = first.keys, first._low.copy(), first._high.copy()
+        self.spaces = {"observation": str(inner.observation_space), "action": str(inner.action_space)}
         if cfg.vector == "sync":  # the probed env becomes world 0
-            first = OutcomeEnv(cfg, self.horizon, inner)
             fns = [lambda: first] + [functools.partial(_make_world, cfg, self.horizon)] * (B - 1)
             self.vec = gymnasium.vector.SyncVectorEnv(fns, autoreset_mode="Disabled")
         else:
-            inner.close()
+            first.close()
             fns = [functools.partial(_make_world, cfg, self.horizon)] * B
             self.vec = gymnasium.vector.AsyncVectorEnv(fns, autoreset_mode="Disabled")
         self.obs_dim = int(self.vec.single_observation_space.shape[0])
@@ -298,6 +386,8 @@ class GymGroupEnv:
         self._obs = np.zeros((B, self.obs_dim), np.float32)
         self._reported: set[str] = set()
         self._was_reset = False
+        self.group_start = cfg.group_start
+        self.copy_method: str | None = None  # group_start=clone: the copy method that proved faithful
 
     @property
     def done(self) -> np.ndarray:
@@ -310,10 +400,85 @@ class GymGroupEnv:
         self._update(obs, info)
         if self.failed.all():
             raise RuntimeError(f"{self.name}: every world failed to reset; first error: {self._first_error(info)}")
-        if self.check_seeding and not self._was_reset:
+        if self.group_start == "clone":
+            self._copy_starts(seeds)
+        elif self.check_seeding and not self._was_reset:
             self._check_seeding(seeds, obs)
         self._was_reset = True
         return self.obs()
+
+    # -- group_start=clone: every world reset, then each group's members made copies of its first --
+    def _each(self, name: str, calls: dict[int, tuple]) -> dict[int, Any]:
+        """`OutcomeEnv.<name>(*calls[i])` on each world `i` in `calls` -> {i: result}."""
+        if isinstance(self.vec, gymnasium.vector.SyncVectorEnv):
+            return {i: getattr(self.vec.envs[i], name)(*args) for i, args in calls.items()}
+        self.vec.set_attr("pending", [(name, calls[i]) if i in calls else None for i in range(self.num_worlds)])
+        results = self.vec.call("run_pending")
+        return {i: results[i] for i in calls}
+
+    def _copy(self, lead: np.ndarray, worlds: np.ndarray, method: str, starts: dict[int, Any] | None = None):
+        """Make each world in `worlds` a copy of its group's first world `lead[w]` at its reset
+        (from `starts` when given) -> the starts, by first world."""
+        if starts is None:
+            starts = self._each("take_start", {int(i): (method,) for i in np.unique(lead[worlds])})
+        errors = [s for s in starts.values() if isinstance(s, str)]
+        if not errors:
+            errors = [e for e in self._each("adopt_start", {int(w): (method, starts[int(lead[w])]) for w in worlds})
+                      .values() if e is not None]  # fmt: skip
+        if errors:
+            raise CopyFailed(errors[0])
+        src = lead[worlds]
+        self._obs[worlds], self.failed[worlds] = self._obs[src], self.failed[src]
+        self.steps[worlds], self.success[worlds], self.terminated[worlds] = 0, False, False
+        self.truncated[worlds] = self.failed[worlds]
+        return starts
+
+    def _copy_starts(self, seeds: np.ndarray) -> None:
+        _, first, inverse = np.unique(seeds, return_index=True, return_inverse=True)
+        lead = first[inverse]  # [B] the first world of each world's group
+        members = np.flatnonzero(lead != np.arange(self.num_worlds))
+        if not len(members):
+            return
+        if self.copy_method is not None:
+            self._copy(lead, members, self.copy_method)
+            return
+        tried = []
+        for method in self._each("copy_methods", {0: ()})[0]:
+            try:  # every world is stepped by the check, so every group's first world is snapshot
+                starts = self._each("take_start", {int(i): (method,) for i in np.unique(lead)})
+                self._copy(lead, members, method, starts)
+                problem = self._diverged(lead, members) if self.check_seeding else None
+            except CopyFailed as err:
+                problem = f"failed: {err}"
+            if problem is None:
+                self.copy_method = method
+                self._copy(lead, np.arange(self.num_worlds), method, starts)  # back to the start, all worlds
+                log.info("%s: group starts copied by %s", self.name, method)
+                return
+            tried.append(f"{method} ({problem})")
+            self._update(*self.vec.reset(seed=[int(s) for s in seeds]))
+        raise ValueError(
+            f"{self.name} cannot give a group equal starts with env.group_start=clone: no copy of a reset world "
+            f"behaved as the original (tried {'; '.join(tried)}); add get_state() and set_state(state) to the env, "
+            "or seed all of its randomness in reset(seed=...) and use env.group_start=seed"
+        )
+
+    def _diverged(self, lead: np.ndarray, members: np.ndarray, steps: int = 3) -> str | None:
+        """Step every world with the same actions; -> where a member first differs from its group's
+        first world, or None if none does."""
+        rng = np.random.default_rng(0)
+        everyone = {i: () for i in range(self.num_worlds)}
+        for t in range(steps + 1):
+            if t:
+                action = rng.uniform(-1.0, 1.0, self.action_dim).astype(np.float32)
+                self.vec.step(np.tile(action, (self.num_worlds, 1)))
+            seen = self._each("observed", everyone)
+            for m in members:
+                a, b = seen[int(lead[m])], seen[int(m)]
+                if a.shape != b.shape or not np.array_equal(a, b):
+                    k = 0 if a.shape != b.shape else int(np.argmax(np.abs(a - b)))
+                    return f"world {m} differs from world {lead[m]} after {t} steps, observation entry {k}"
+        return None
 
     def _check_seeding(self, seeds: np.ndarray, obs: np.ndarray) -> None:
         ok = ~self.failed
@@ -334,8 +499,9 @@ class GymGroupEnv:
         k = int(np.argmax(np.abs(a - b)))
         raise ValueError(
             f"{self.name} ignores its reset seed: {what} but started from different observations "
-            f"(obs[{k}]: {a[k]:.6g} vs {b[k]:.6g}); GRPO groups need equal starts. Seed all of the env's "
-            "randomness in reset(seed=...), or set env.check_seeding=false if its observations are noisy by design"
+            f"(obs[{k}]: {a[k]:.6g} vs {b[k]:.6g}); GRPO groups need equal starts. Set env.group_start=clone "
+            "(each group's first world is reset and copied into the others), seed all of the env's randomness in "
+            "reset(seed=...), or set env.check_seeding=false if its observations are noisy by design"
         )
 
     def _update(self, obs: np.ndarray, info: dict[str, Any]) -> None:

@@ -7,6 +7,8 @@ break one rule the backend must catch or contain.
 
 from __future__ import annotations
 
+import threading
+
 import gymnasium as gym
 import numpy as np
 
@@ -48,6 +50,77 @@ class GlobalRandomReach(PointReach):
         super().reset(seed=seed)
         self.goal = np.random.uniform(-0.5, 0.5, size=2)  # noqa: NPY002 (the point of this env)
         return self._obs(), {}
+
+
+class StatefulRandomReach(GlobalRandomReach):
+    """Ignores its seed, but says what its state is (`get_state` / `set_state`)."""
+
+    def get_state(self):
+        return {"pos": self.pos.copy(), "goal": self.goal.copy(), "t": self.t}
+
+    def set_state(self, state):
+        self.pos, self.goal, self.t = state["pos"].copy(), state["goal"].copy(), state["t"]
+
+
+class UncopyableRandomReach(GlobalRandomReach):
+    """Ignores its seed, and holds a lock, which cannot be copied: neither seeded nor cloned."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.lock = threading.Lock()
+
+
+SLIDER_XML = """
+<mujoco>
+  <option timestep="0.01"/>
+  <worldbody>
+    <body name="puck">
+      <joint name="x" type="slide" axis="1 0 0" damping="2"/>
+      <joint name="y" type="slide" axis="0 1 0" damping="2"/>
+      <geom type="sphere" size="0.05" mass="0.2"/>
+    </body>
+  </worldbody>
+  <actuator>
+    <motor joint="x" gear="1" ctrlrange="-1 1"/>
+    <motor joint="y" gear="1" ctrlrange="-1 1"/>
+  </actuator>
+</mujoco>
+"""
+
+
+class MujocoRandomSlide(gym.Env):
+    """A MuJoCo puck pushed by two motors to a goal; its reset ignores the seed (start and goal
+    from a generator seeded by the OS) and its goal lives in Python, not in the physics."""
+
+    def __init__(self, tolerance: float = 0.1):
+        import mujoco
+
+        self._mujoco = mujoco
+        self.model = mujoco.MjModel.from_xml_string(SLIDER_XML)
+        self.data = mujoco.MjData(self.model)
+        self.tolerance = tolerance
+        self.rng = np.random.default_rng()  # not reached by reset(seed=...)
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (6,), np.float64)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self._mujoco.mj_resetData(self.model, self.data)
+        self.data.qpos[:] = self.rng.uniform(-0.3, 0.3, 2)
+        self.data.qvel[:] = self.rng.normal(0.0, 0.1, 2)
+        self.goal = self.rng.uniform(-0.4, 0.4, 2)
+        self._mujoco.mj_forward(self.model, self.data)
+        return self._obs(), {}
+
+    def step(self, action):
+        self.data.ctrl[:] = np.clip(action, -1.0, 1.0)
+        for _ in range(5):
+            self._mujoco.mj_step(self.model, self.data)
+        success = bool(np.linalg.norm(self.data.qpos - self.goal) < self.tolerance)
+        return self._obs(), float(success), False, False, {"is_success": success}
+
+    def _obs(self):
+        return np.concatenate([self.data.qpos, self.data.qvel, self.goal])
 
 
 class DictPointReach(PointReach):
@@ -93,6 +166,49 @@ def register() -> None:
     """Register PointReach as `toy/PointReach-v0` with a 40-step time limit (idempotent)."""
     if "toy/PointReach-v0" not in gym.registry:
         gym.register("toy/PointReach-v0", entry_point="toy_envs:PointReach", max_episode_steps=40)
+    if "toy/MujocoRandomSlide-v0" not in gym.registry:
+        gym.register("toy/MujocoRandomSlide-v0", entry_point="toy_envs:MujocoRandomSlide", max_episode_steps=60)
 
 
 register()
+
+
+def point_expert(obs, info):
+    """A scripted expert for the PointReach family, in the env's own units ([-2, 2]): full speed
+    toward the goal, slowing within reach."""
+    pos, goal = np.asarray(obs[:2]), np.asarray(obs[2:4])
+    return np.clip(20.0 * (goal - pos), -2.0, 2.0)
+
+
+def half_expert(obs, info):
+    """Succeeds only when the goal's x is positive; stands still otherwise."""
+    return point_expert(obs, info) if obs[2] > 0 else np.zeros(2)
+
+
+class GetActionExpert:
+    """The `get_action(obs)` convention, with a `reset()` that counts episodes."""
+
+    def __init__(self):
+        self.episodes = 0
+
+    def reset(self):
+        self.episodes += 1
+
+    def get_action(self, obs):
+        return point_expert(obs, {})
+
+
+def raising_expert(obs, info):
+    raise RuntimeError("lost track of the goal")
+
+
+def wrong_shape_expert(obs, info):
+    return np.zeros(3)
+
+
+def nan_expert(obs, info):
+    return np.array([np.nan, 0.0])
+
+
+def idle_expert(obs, info):
+    return np.zeros(2)

@@ -52,7 +52,10 @@ class EnvConfig:
     success_fn: str | None = None  # ...or module:func(obs, info) -> bool, when given
     obs_keys: list[str] | None = None  # Dict observations: keys concatenated in this order; null = all, space order
     vector: str = choice("sync", "async")  # sync: worlds stepped in this process | async: one process per world
-    check_seeding: bool = True  # refuse an env whose equal seeds give unequal first observations
+    # how a group's members get equal starts: seed: each resets with the group's seed (the env must
+    # repeat) | clone: the first member resets, the others become copies of it (grpo_robot/env_state.py)
+    group_start: str = choice("seed", "clone")
+    check_seeding: bool = True  # seed: refuse unequal starts from equal seeds | clone: check that copies are faithful
 
 
 ENV_KEY_ALIASES = {"import": "imports"}  # config spelling -> field name (`import` is a Python keyword)
@@ -164,13 +167,18 @@ class AlgoConfig:
 
 @dataclass
 class DemoConfig:
-    """Scripted-expert demonstrations (grpo_robot/demos.py)."""
+    """Demonstrations (grpo_robot/demos.py): from an expert, or an existing dataset (`path`)."""
 
+    # Gymnasium envs: module:attr, a function (obs, info) -> action or an object with get_action(obs),
+    # in the env's own units; null on a built-in task = its scripted expert
+    expert: str | None = None
     episodes: int = 10  # successful episodes to keep
     noise: float = 0.0  # std of Gaussian noise on the executed actions; the labels stay the expert's
     seed: int = 0  # picks the demo seeds and the noise; in [0, 1000)
     max_attempts: int | None = None  # episodes to try at most; null = 10 x episodes + 64
-    path: str | None = None  # train: an existing dataset to use instead of collecting
+    # train: a dataset to clone instead of collecting: a .npz of this project, a Minari dataset
+    # (its directory, or minari:<dataset id>) or a robomimic-layout .hdf5 (grpo_robot/datasets.py)
+    path: str | None = None
 
 
 @dataclass
@@ -227,15 +235,22 @@ class EvalConfig:
 
 @dataclass
 class CollectDemosConfig:
-    task: str = "PushCube"
+    task: str = "PushCube"  # a built-in task, with its scripted expert; unused when env is set
+    # any env as training takes it (env=fetch_push, env=gym env.id=...), with demos.expert for a
+    # Gymnasium env; an untyped node (it may hold `import`), checked by config.env_config
+    env: Any = None
     demos: DemoConfig = field(default_factory=DemoConfig)
-    output: str | None = None  # .npz path; null = demos/<task>_<episodes>.npz
+    output: str | None = None  # .npz path; null = demos/<env name>_<episodes>.npz
     nthread: int | None = None
 
 
 @dataclass
 class PretrainConfig:
-    dataset: str = MISSING  # a demo .npz from scripts/collect_demos.py
+    # a demo .npz (scripts/collect_demos.py), a Minari dataset (directory or minari:<id>) or a robomimic .hdf5
+    dataset: str = MISSING
+    # the env to clone for and evaluate on (env=fetch_push, env=gym env.id=...); null = the one a
+    # .npz records (an outside dataset needs it set)
+    env: Any = None
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     bc: BCConfig = field(default_factory=BCConfig)
     eval_seeds: int = 200  # held-out seeds to evaluate the clone on; 0 skips
