@@ -158,18 +158,23 @@ def checkpoint_from_bc(policy: Policy, cfg: TrainConfig, dataset: str, result: B
 
 def pretrain_stage(cfg: TrainConfig, run_dir: Path, demos: DemoDataset | None, device: torch.device,
                    adopt: Callable[[Policy], Any]) -> dict[str, Any]:  # fmt: skip
-    """The `pretrain=true` stage: collect demonstrations with the task's expert (or use `demos`),
-    behaviour-clone a policy of `cfg.policy`, hand it to `adopt` (which trains it from now on and
-    returns its evaluation), and write `demos.npz`, `demos.json`, `bc.pt` and `bc.json` in
-    `run_dir`. -> the record of how the initial policy was made."""
-    from grpo_robot.demos import collect_demos
+    """The `pretrain=true` stage: collect demonstrations (a built-in task's scripted expert, or
+    `demos.expert` on a Gymnasium env) or use `demos` (a loaded `demos.path`), behaviour-clone a
+    policy of `cfg.policy`, hand it to `adopt` (which trains it from now on and returns its
+    evaluation), and write `demos.npz`, `demos.json`, `bc.pt` and `bc.json` in `run_dir`. -> the
+    record of how the initial policy was made."""
+    from grpo_robot.demos import collect_demos, collect_expert_demos
 
     run_dir.mkdir(parents=True, exist_ok=True)
+    d = cfg.demos
     if demos is not None:
-        data, demos_path, collect_stats = demos, Path(cfg.demos.path), None
+        data, demos_path, collect_stats = demos, Path(str(d.path)), None
     else:
-        d = cfg.demos
-        data, stats = collect_demos(cfg.env.task, d.episodes, d.noise, d.seed, d.max_attempts, nthread=cfg.env.nthread)
+        if cfg.env.task:
+            data, stats = collect_demos(cfg.env.task, d.episodes, d.noise, d.seed, d.max_attempts,
+                                        nthread=cfg.env.nthread)  # fmt: skip
+        else:
+            data, stats = collect_expert_demos(cfg.env, d.expert, d.episodes, d.noise, d.seed, d.max_attempts)
         demos_path, collect_stats = data.save(run_dir / "demos.npz"), stats.to_json()
         (run_dir / "demos.json").write_text(json.dumps(collect_stats, indent=1))
     policy, result = clone(data, cfg.policy, cfg.bc, device)

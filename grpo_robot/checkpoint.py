@@ -84,7 +84,8 @@ def initial_policy_weights(path: str, cfg, env, device: torch.device) -> dict[st
     """The state_dict of the policy in checkpoint `path` (a BC or training checkpoint), after
     checking that it fits the `TrainConfig` `cfg` and `env` (name, obs_dim, action_dim); a mismatch
     raises `ValueError` naming both sides."""
-    from grpo_robot.config import env_name, env_source, policy_kwargs
+    from grpo_robot.config import policy_kwargs
+    from grpo_robot.environment import check_identity, env_identity
 
     ckpt = load(path, map_location=device)
     record = ckpt["policy"]
@@ -92,8 +93,9 @@ def initial_policy_weights(path: str, cfg, env, device: torch.device) -> dict[st
     if record["type"] != cfg.policy.type:
         raise ValueError(f"{where} holds a {record['type']} policy, but the config has policy.type={cfg.policy.type}")
     their_env = (ckpt.get("config") or {}).get("env")
-    if their_env and env_name(their_env) != env.name:
-        raise ValueError(f"{where} was trained on {env_name(their_env)}, but the config has {env_source(cfg.env)}")
+    if their_env:  # the same env, kwargs and observation layout
+        theirs = {**env_identity(their_env), "obs_dim": record["obs_dim"], "action_dim": record["action_dim"]}
+        check_identity(theirs, env_identity(cfg.env, env), where)
     if (record["obs_dim"], record["action_dim"]) != (env.obs_dim, env.action_dim):
         raise ValueError(
             f"{where} has obs_dim={record['obs_dim']}, action_dim={record['action_dim']}, but {env.name} has "

@@ -90,37 +90,51 @@ def _evaluate(cfg: DictConfig) -> None:
 
 
 def _collect_demos(cfg: DictConfig) -> None:
-    from grpo_robot.config import validate_demos
-    from grpo_robot.demos import collect_demos
-    from grpo_robot.envs import make_task
+    from grpo_robot.config import EnvConfig, env_config, env_name, validate_demos, validate_env
+    from grpo_robot.demos import collect_demos, collect_expert_demos
 
     try:
-        validate_demos(cfg.demos)
+        env_cfg: EnvConfig = env_config(cfg.env) if cfg.env is not None else EnvConfig(task=cfg.task)
+        validate_env(env_cfg)
+        validate_demos(cfg.demos, env=env_cfg)
         if cfg.demos.path is not None:
             raise ConfigError(f"demos.path={cfg.demos.path!r} is invalid here: give the file to write as output=")
-        task = make_task(cfg.task)
+        if not env_cfg.task and not cfg.demos.expert:
+            raise ConfigError(f"demos.expert=None: {env_name(env_cfg)} has no scripted expert of this project; set "
+                              "demos.expert=module:attr, a function (obs, info) -> action or an object with "
+                              "get_action(obs), in the env's own units")  # fmt: skip
     except ValueError as err:
         _fail(str(err))
     d = cfg.demos
     try:
-        data, stats = collect_demos(task, d.episodes, d.noise, d.seed, d.max_attempts, nthread=cfg.nthread)
-    except RuntimeError as err:
+        if env_cfg.task:
+            data, stats = collect_demos(env_cfg.task, d.episodes, d.noise, d.seed, d.max_attempts,
+                                        nthread=cfg.nthread or env_cfg.nthread)  # fmt: skip
+        else:
+            from tqdm import tqdm
+
+            with tqdm(total=d.episodes, desc="kept", unit="episode", disable=not sys.stderr.isatty()) as bar:
+                data, stats = collect_expert_demos(env_cfg, d.expert, d.episodes, d.noise, d.seed, d.max_attempts,
+                                                   lambda kept, tried: bar.update(kept - bar.n))  # fmt: skip
+    except (RuntimeError, ValueError) as err:
         _fail(str(err))
-    output = Path(cfg.output or f"demos/{task.name}_{d.episodes}.npz")
+    name = env_name(env_cfg).replace("/", "_").replace(":", "_")
+    output = Path(cfg.output or f"demos/{name}_{d.episodes}.npz")
     path = data.save(output)
+    seeded = data.seeds[data.seeds >= 0]
     summary = {
         "dataset": str(path),
-        "task": task.name,
-        "task_version": task.version,
+        "env": data.env,
+        "source": data.source,
         "episodes": data.n_episodes,
         "steps": int(data.lengths.sum()),
         "noise": data.noise,
-        "seeds": [int(data.seeds[0]), int(data.seeds[-1])],
+        "seeds": [int(seeded[0]), int(seeded[-1])] if len(seeded) else None,
         **stats.to_json(),
     }
     path.with_suffix(".json").write_text(json.dumps(summary, indent=1))
     print(
-        f"{task.name}: kept {stats.kept} of {stats.attempted} expert episodes (noise {d.noise}), "
+        f"{env_name(env_cfg)}: kept {stats.kept} of {stats.attempted} expert episodes (noise {d.noise}), "
         f"{summary['steps']} steps, mean length {stats.mean_length:.1f} -> {path}"
     )
 
@@ -129,12 +143,12 @@ def _pretrain_bc(cfg: DictConfig) -> None:
     from omegaconf import OmegaConf
 
     from grpo_robot import checkpoint
-    from grpo_robot.batched import BatchedEnv
     from grpo_robot.bc import checkpoint_from_bc, clone
-    from grpo_robot.config import EnvConfig, PolicyConfig, TrainConfig, validate_bc, validate_policy
+    from grpo_robot.config import PolicyConfig, TrainConfig, env_config, validate_bc, validate_env, validate_policy
+    from grpo_robot.datasets import load_demos
     from grpo_robot.demos import DemoDataset
     from grpo_robot.device import resolve_device
-    from grpo_robot.envs import make_task
+    from grpo_robot.environment import make_env, make_eval_env
     from grpo_robot.evaluation import evaluate
     from grpo_robot.seeding import STREAM_EVAL, eval_seeds, iteration_generator
 
@@ -146,26 +160,40 @@ def _pretrain_bc(cfg: DictConfig) -> None:
         validate_device(cfg.device)
         if cfg.eval_seeds < 0:
             raise ConfigError(f"eval_seeds={cfg.eval_seeds!r} is invalid: must be >= 0")
-        data = DemoDataset.load(cfg.dataset)
-        task = make_task(data.task)
-        data.check_compatible(task, f"dataset={cfg.dataset}")
+        if cfg.env is not None:
+            env_cfg = env_config(cfg.env)
+        elif str(cfg.dataset).endswith(".npz"):
+            env_cfg = env_config(DemoDataset.load(cfg.dataset).env_config)  # the env it records
+        else:
+            raise ConfigError(f"dataset={cfg.dataset}: say which env it is for, as training does (env=<preset> or "
+                              "env=gym env.id=...)")  # fmt: skip
+        validate_env(env_cfg)
+        train_cfg = TrainConfig(env=env_cfg, policy=policy_cfg, bc=bc_cfg, eval_seeds=max(cfg.eval_seeds, 1))
+        env = make_env(env_cfg, 1)  # the spaces and layout the dataset must match
+        data = load_demos(cfg.dataset, env_cfg, env, key="dataset")
     except (ValueError, FileNotFoundError) as err:
         _fail(str(err))
     device = resolve_device(cfg.device)
     policy, result = clone(data, policy_cfg, bc_cfg, device)
+    score = "held-out action MSE" if result.val_episodes else "training loss"  # no episode held out: no MSE
     print(
         f"behaviour cloning on {result.train_episodes} episodes ({result.val_episodes} held out): "
-        f"held-out action MSE {result.best_val_score:.4f} at step {result.best_step} of {result.steps}, "
-        f"{result.seconds:.1f} s"
+        f"{score} {result.best_val_score:.4f} at step {result.best_step} of {result.steps}, {result.seconds:.1f} s"
     )
     evaluation = None
     if cfg.eval_seeds > 0:
-        env = BatchedEnv(task, cfg.eval_seeds)
+        eval_env = make_eval_env(train_cfg, cfg.eval_seeds)
         generator = iteration_generator(0, 0, device, STREAM_EVAL)
-        evaluation = evaluate(env, policy, eval_seeds(cfg.eval_seeds), device, True, generator)
-        print(f"{task.name}, deterministic, on {cfg.eval_seeds} held-out seeds: {evaluation.summary()}")
-    train_cfg = TrainConfig(env=EnvConfig(task=task.name), policy=policy_cfg, bc=bc_cfg)
-    default = Path(cfg.dataset).with_name(f"{Path(cfg.dataset).stem}_bc_{policy_cfg.type}.pt")
+        evaluation = evaluate(eval_env, policy, eval_seeds(cfg.eval_seeds), device, True, generator,
+                              env_cfg.outcome == "final_step")  # fmt: skip
+        print(f"{eval_env.name}, deterministic, on {cfg.eval_seeds} held-out seeds: {evaluation.summary()}")
+        eval_env.close()
+    env.close()
+    dataset = Path(str(cfg.dataset).rstrip("/"))
+    if dataset.is_file():  # next to the file; for a dataset directory or id, in the working directory
+        default = dataset.with_name(f"{dataset.stem}_bc_{policy_cfg.type}.pt")
+    else:
+        default = Path(f"{dataset.name}_bc_{policy_cfg.type}.pt")
     output = Path(cfg.output or default)
     checkpoint.save_atomic(checkpoint_from_bc(policy, train_cfg, str(cfg.dataset), result, evaluation), output)
     print(f"checkpoint: {output}")

@@ -1,17 +1,30 @@
-"""Demonstrations: the scripted expert's successful episodes, stored as one `.npz` file.
+"""Demonstrations: successful expert episodes, stored as one `.npz` file.
 
-File format (`numpy.savez_compressed`, loadable with `allow_pickle=False`), version 1:
+Where they come from: the built-in tasks' scripted experts (`collect_demos`), any expert policy
+for any env the trainer accepts (`collect_expert_demos`, `demos.expert=module:attr`), or a recorded
+dataset in the ecosystem's formats (grpo_robot/datasets.py: Minari, robomimic HDF5).
 
-  obs            float32 [S, obs_dim]     observation each action was taken from, episodes back to back
-  actions        float32 [S, action_dim]  action executed (the expert's plus noise, clipped to [-1, 1])
-  expert_actions float32 [S, action_dim]  the expert's own action at that observation (the BC label)
+File format (`numpy.savez_compressed`, loadable with `allow_pickle=False`), version 2:
+
+  obs            float32 [S, obs_dim]     observation each action was taken from (flattened as the
+                                          trainer flattens it), episodes back to back
+  actions        float32 [S, action_dim]  action executed, in [-1, 1] (the expert's plus noise)
+  expert_actions float32 [S, action_dim]  the expert's own action at that observation (the BC label), in [-1, 1]
   lengths        int64   [E]              steps of each episode; episode e is rows sum(lengths[:e]) ...
-  seeds          int64   [E]              reset seed of each episode (replaying `actions` from it succeeds)
-  task           str                      built-in task name, e.g. "PushCube"
-  task_version   int                      the task's version; a dataset of another version is refused
+  seeds          int64   [E]              reset seed of each episode, -1 where the env does not repeat
+                                          from a seed (replaying `actions` from it succeeds)
+  env            str (JSON)               what env the demos are for (grpo_robot.environment.env_identity):
+                                          the task and version, or the id / entry point, kwargs and
+                                          observation keys; obs_dim and action_dim; a dataset of
+                                          another env or layout is refused
+  env_config     str (JSON)               the env config it was collected with, to rebuild the env
+  spaces         str (JSON)               the env's own observation and action spaces and action
+                                          bounds (what [-1, 1] maps onto), for people reading the file
+  source         str                      where the demos came from (expert, dataset file)
   noise          float                    std of the Gaussian action noise used while collecting
-  format_version int                      1
+  format_version int                      2 (version 1, built-in tasks only, is still read)
 
+Actions are in the project's [-1, 1] convention, mapped linearly from the env's Box bounds.
 Noise is injected into the executed actions only: the labels stay the expert's choices, while
 the states visited spread around the expert's path, so a cloned policy sees how to recover.
 Demo seeds come from their own range (grpo_robot/seeding.py), away from training and evaluation seeds.
@@ -19,17 +32,24 @@ Demo seeds come from their own range (grpo_robot/seeding.py), away from training
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from grpo_robot.batched import BatchedEnv
 from grpo_robot.checkpoint import atomic_file
+from grpo_robot.config import EnvConfig, env_config_dict, env_name
+from grpo_robot.environment import check_identity, env_identity
 from grpo_robot.envs import Task, make_task
 from grpo_robot.seeding import check_demo_seed, demo_seeds
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+ARRAYS = ("obs", "actions", "expert_actions", "lengths", "seeds")
 
 
 @dataclass
@@ -39,9 +59,16 @@ class DemoDataset:
     expert_actions: np.ndarray
     lengths: np.ndarray
     seeds: np.ndarray
-    task: str
-    task_version: int
-    noise: float
+    env: dict[str, Any]  # env_identity(...) with obs_dim and action_dim
+    noise: float = 0.0
+    env_config: dict[str, Any] = field(default_factory=dict)
+    spaces: dict[str, Any] = field(default_factory=dict)
+    source: str = ""
+
+    @property
+    def task(self) -> str | None:
+        """The built-in task, or None for a Gymnasium env."""
+        return self.env.get("task")
 
     @property
     def n_episodes(self) -> int:
@@ -73,13 +100,11 @@ class DemoDataset:
         with atomic_file(path) as f:
             np.savez_compressed(
                 f,
-                obs=self.obs,
-                actions=self.actions,
-                expert_actions=self.expert_actions,
-                lengths=self.lengths,
-                seeds=self.seeds,
-                task=np.array(self.task),
-                task_version=np.array(self.task_version),
+                **{name: getattr(self, name) for name in ARRAYS},
+                env=np.array(json.dumps(self.env)),
+                env_config=np.array(json.dumps(self.env_config)),
+                spaces=np.array(json.dumps(self.spaces)),
+                source=np.array(self.source),
                 noise=np.array(self.noise),
                 format_version=np.array(FORMAT_VERSION),
             )
@@ -87,38 +112,49 @@ class DemoDataset:
 
     @classmethod
     def load(cls, path: str | Path) -> DemoDataset:
+        """Read a `.npz` written by `save`; anything else is a one-line `ValueError`."""
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"no demo dataset at {path}")
-        with np.load(path, allow_pickle=False) as f:
-            version = int(f["format_version"]) if "format_version" in f else None
-            if version != FORMAT_VERSION:
-                raise ValueError(f"{path}: demo format version {version!r}, this toolkit reads {FORMAT_VERSION}")
-            data = cls(
-                obs=f["obs"],
-                actions=f["actions"],
-                expert_actions=f["expert_actions"],
-                lengths=f["lengths"],
-                seeds=f["seeds"],
-                task=str(f["task"]),
-                task_version=int(f["task_version"]),
-                noise=float(f["noise"]),
-            )
-        steps = int(data.lengths.sum())
-        if not (len(data.obs) == len(data.actions) == len(data.expert_actions) == steps):
-            raise ValueError(f"{path}: obs/actions rows do not match the episode lengths (sum {steps})")
+        try:
+            with np.load(path, allow_pickle=False) as f:
+                version = int(f["format_version"]) if "format_version" in f else None
+                if version not in (1, FORMAT_VERSION):
+                    raise ValueError(f"demo format version {version!r}; this toolkit reads 1 and {FORMAT_VERSION}")
+                arrays = {name: f[name] for name in ARRAYS}
+                if version == 1:  # built-in tasks only
+                    env = {"task": str(f["task"]), "version": int(f["task_version"])}
+                    meta = {"env": env, "env_config": {"task": env["task"]}, "source": f"{env['task']} expert"}
+                else:
+                    meta = {k: json.loads(str(f[k])) for k in ("env", "env_config", "spaces")}
+                    meta["source"] = str(f["source"])
+                data = cls(**arrays, **meta, noise=float(f["noise"]))
+        except (OSError, EOFError, KeyError, zipfile.BadZipFile, json.JSONDecodeError) as err:
+            raise ValueError(f"{path} is not a readable demo dataset (.npz): {type(err).__name__}: {err}") from None
+        except ValueError as err:
+            raise ValueError(f"{path}: {err}") from None
+        data.env.setdefault("obs_dim", data.obs_dim)
+        data.env.setdefault("action_dim", data.action_dim)
+        data.check(str(path))
         return data
 
-    def check_compatible(self, task: Task, source: str = "dataset") -> None:
-        """Refuse a dataset recorded on another task, task version or observation/action size."""
-        mine = (self.task, self.task_version, self.obs_dim, self.action_dim)
-        theirs = (task.name, task.version, task.obs_dim, task.action_dim)
-        if mine != theirs:
-            raise ValueError(
-                f"{source} holds {self.task}-v{self.task_version} demos (obs_dim={self.obs_dim}, "
-                f"action_dim={self.action_dim}), but the config trains {task.name}-v{task.version} "
-                f"(obs_dim={task.obs_dim}, action_dim={task.action_dim})"
-            )
+    def check(self, where: str) -> None:
+        """`ValueError` unless the arrays are consistent and finite."""
+        steps = int(self.lengths.sum())
+        shapes = {name: getattr(self, name).shape for name in ARRAYS}
+        if self.obs.ndim != 2 or self.actions.ndim != 2 or self.expert_actions.shape != self.actions.shape:
+            raise ValueError(f"{where}: obs and actions must be [steps, dim] arrays, got shapes {shapes}")
+        if len(self.seeds) != len(self.lengths) or (self.lengths < 1).any():
+            raise ValueError(f"{where}: lengths and seeds must be one positive length and one seed per episode")
+        if not (len(self.obs) == len(self.actions) == steps):
+            raise ValueError(f"{where}: obs/actions rows do not match the episode lengths (sum {steps})")
+        for name in ("obs", "actions", "expert_actions"):
+            if not np.isfinite(getattr(self, name)).all():
+                raise ValueError(f"{where}: {name} holds non-finite values (NaN or inf)")
+
+    def check_compatible(self, cfg: EnvConfig, env: Any, where: str = "dataset") -> None:
+        """Refuse a dataset recorded on another env, task version, observation layout or size."""
+        check_identity(self.env, env_identity(cfg, env), where)
 
 
 @dataclass
@@ -205,20 +241,199 @@ def collect_demos(
         expert_actions=np.concatenate([k[3] for k in kept]),
         lengths=lengths,
         seeds=np.array([k[0] for k in kept], dtype=np.int64),
-        task=task.name,
-        task_version=task.version,
+        env={"task": task.name, "version": task.version, "obs_dim": task.obs_dim, "action_dim": task.action_dim},
         noise=float(noise),
+        env_config={"task": task.name},
+        source=f"{task.name} scripted expert",
     )
     return data, CollectStats(attempted, len(kept), failed, float(lengths.mean()))
 
 
+def env_config_of(data: DemoDataset) -> EnvConfig:
+    """The env config a dataset was collected with (a built-in task, or the Gymnasium env)."""
+    from grpo_robot.config import env_config
+
+    return env_config(data.env_config)
+
+
 def replay(data: DemoDataset, task: Task | None = None) -> np.ndarray:
-    """Re-run each episode's executed actions from its seed -> `bool [E]` success at its last step."""
-    task = make_task(data.task) if task is None else task
-    env = BatchedEnv(task, data.n_episodes, nthread=1)
+    """Re-run each episode's executed actions from its seed -> `bool [E]` success at its last step
+    (`ValueError` for episodes with no seed: an env that does not repeat from one cannot replay)."""
+    if (data.seeds < 0).any():
+        raise ValueError("the dataset holds episodes without a reset seed (an env that ignores it): no replay")
+    if data.task or task is not None:
+        env = BatchedEnv(make_task(data.task) if task is None else task, data.n_episodes, nthread=1)
+    else:
+        from grpo_robot.gym_vector import GymGroupEnv
+
+        env = GymGroupEnv(env_config_of(data), data.n_episodes)
     env.reset(data.seeds)
     starts = np.concatenate([[0], np.cumsum(data.lengths)[:-1]])
     for t in range(int(data.lengths.max())):
         rows = np.minimum(starts + t, starts + data.lengths - 1)
         env.step(data.actions[rows])
-    return env.terminated & (env.steps == data.lengths)
+    ok = env.terminated & (env.steps == data.lengths)
+    env.close()
+    return ok
+
+
+# -- demonstrations from any expert policy on any Gymnasium env ----------------------------------
+class Expert:
+    """`demos.expert=module:attr`, called as the env's users call a scripted policy.
+
+    The attribute is a function `(obs, info) -> action`, an object with `get_action(obs)` (or
+    callable as a function), or a class of either, built with no arguments. Observations and info
+    are the env's own (a Dict observation stays a dict), actions are in the env's own units. An
+    optional `reset()` is called before each episode, for experts that keep a plan.
+    """
+
+    def __init__(self, path: str) -> None:
+        from grpo_robot.gym_vector import load_callable
+
+        self.path = path
+        obj = load_callable(path, "demos.expert", check=False)
+        if isinstance(obj, type):
+            try:
+                obj = obj()
+            except Exception as err:
+                raise ValueError(f"demos.expert={path!r}: building it with no arguments failed: "
+                                 f"{type(err).__name__}: {err}") from None  # fmt: skip
+        if callable(getattr(obj, "get_action", None)):
+            get_action = obj.get_action
+            self.act: Callable[[Any, dict], Any] = lambda obs, info: get_action(obs)
+        elif callable(obj):
+            self.act = obj
+        else:
+            raise ValueError(f"demos.expert={path!r} is a {type(obj).__name__}: it must be a function (obs, info) -> "
+                             "action, or an object with get_action(obs)")  # fmt: skip
+        self._reset = getattr(obj, "reset", None)
+
+    def reset(self) -> None:
+        if callable(self._reset):
+            self._reset()
+
+    def __call__(self, obs: Any, info: dict, size: int, where: str) -> np.ndarray:
+        """The expert's action as a flat float64 `[size]` array; a raise, a wrong size or a
+        non-finite value is a one-line `ValueError` naming `where`."""
+        try:
+            action = self.act(obs, info)
+        except Exception as err:
+            raise ValueError(f"demos.expert={self.path!r} raised {type(err).__name__}: {err} ({where})") from None
+        try:
+            action = np.asarray(action, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            raise ValueError(f"demos.expert={self.path!r} returned {type(action).__name__} {action!r:.80}, not an "
+                             f"array of {size} numbers ({where})") from None  # fmt: skip
+        if action.size != size:
+            raise ValueError(f"demos.expert={self.path!r} returned an action of {action.size} values; the env's "
+                             f"action space has {size} ({where})")  # fmt: skip
+        if not np.isfinite(action).all():
+            raise ValueError(f"demos.expert={self.path!r} returned a non-finite action {action.tolist()} ({where})")
+        return action
+
+
+def expert_episodes(env_cfg: EnvConfig, expert: str, seeds: Any, noise: float = 0.0, rng_seed: int = 0):
+    """Run `expert` (see `Expert`) on one world of the Gymnasium env `env_cfg`, one episode per
+    reset seed drawn from the iterable `seeds`, with N(0, noise) on the executed actions. Yields
+    `(seed, obs [T, obs_dim], executed [T, action_dim], labels [T, action_dim], success, failed)`
+    per episode, actions in [-1, 1]; success as the trainer judges it (`env.success_key` or
+    `env.success_fn`, `env.outcome`). The world is `expert_episodes.world` while it runs."""
+    from grpo_robot.gym_vector import ENV_ENDED, FAILED, HORIZON, RUNNING, SUCCEEDED, OutcomeEnv, probe
+
+    policy = Expert(expert)
+    inner, horizon = probe(env_cfg)
+    world = OutcomeEnv(env_cfg, horizon, inner)
+    size = int(np.prod(inner.action_space.shape))
+    rng = np.random.default_rng([rng_seed, 7])
+    final_step = env_cfg.outcome == "final_step"
+    empty = np.zeros((0, world.obs_dim), np.float32), np.zeros((0, size), np.float32)
+    try:
+        for k, reset_seed in enumerate(seeds):
+            obs, _ = world.reset(seed=int(reset_seed))
+            if world.ended == FAILED:
+                yield int(reset_seed), empty[0], empty[1], empty[1], False, True, world
+                continue
+            policy.reset()
+            rows: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+            while world.ended == RUNNING:
+                where = f"episode {k}, seed {reset_seed}, step {len(rows)}"
+                label = world.from_env_action(policy(world.raw_obs, world.raw_info, size, where))
+                act = np.clip(label + noise * rng.standard_normal(label.shape), -1.0, 1.0).astype(np.float32)
+                rows.append((obs, act, label))
+                obs, *_ = world.step(act)
+            ok = world.ended == SUCCEEDED or (final_step and world.success and world.ended in (HORIZON, ENV_ENDED))
+            columns = [np.stack(c) for c in zip(*rows, strict=True)]
+            yield int(reset_seed), *columns, bool(ok), world.ended == FAILED, world
+    finally:
+        world.close()
+
+
+def collect_expert_demos(
+    env_cfg: EnvConfig,
+    expert: str,
+    episodes: int,
+    noise: float = 0.0,
+    seed: int = 0,
+    max_attempts: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[DemoDataset, CollectStats]:
+    """Run `expert` (see `Expert`) on the Gymnasium env `env_cfg` until `episodes` successful
+    episodes are kept (`expert_episodes`).
+
+    Episode k resets with `seeding.demo_seeds(seed, k, 1)`; the seed is recorded unless
+    `env.group_start=clone` says the env does not repeat from it. The expert's action is mapped
+    into [-1, 1] (the label), noise is added to the executed action only. Stops with a one-line
+    `RuntimeError` once `episodes` can no longer be reached within `max_attempts` (default
+    10 x episodes + 64), naming the success rate the expert reached. `progress(kept, attempted)`
+    is called after each episode.
+    """
+    if episodes < 1:
+        raise ValueError(f"episodes={episodes} is invalid: must be >= 1")
+    if noise < 0:
+        raise ValueError(f"noise={noise} is invalid: must be >= 0")
+    check_demo_seed(seed)
+    max_attempts = 10 * episodes + 64 if max_attempts is None else max_attempts
+    seeded = env_cfg.group_start == "seed"
+    kept: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []
+    attempted = failed = 0
+    world = None
+
+    def seeds():  # until enough are kept, or enough can no longer be
+        k = 0
+        while len(kept) < episodes and max_attempts - k >= episodes - len(kept):
+            yield demo_seeds(seed, k, 1)[0]
+            k += 1
+
+    for episode in expert_episodes(env_cfg, expert, seeds(), noise, seed):
+        reset_seed, obs, act, label, ok, crashed, world = episode
+        attempted += 1
+        failed += int(crashed)
+        if ok:
+            kept.append((reset_seed if seeded else -1, obs, act, label))
+        if progress is not None:
+            progress(len(kept), attempted)
+    if len(kept) < episodes:
+        raise RuntimeError(
+            f"demos.expert={expert!r} succeeded in {len(kept)} of {attempted} episodes "
+            f"({len(kept) / max(attempted, 1):.1%}) on {env_name(env_cfg)} with demos.noise={noise}, short of "
+            f"demos.episodes={episodes} within demos.max_attempts={max_attempts}; check the expert (its actions are "
+            "in the env's own units), lower the noise, or raise max_attempts"
+        )
+    lengths = np.array([len(k[1]) for k in kept], dtype=np.int64)
+    inner = world.inner
+    spaces = {"observation": str(inner.observation_space), "action": str(inner.action_space),
+              "action_low": world._low.tolist(), "action_high": world._high.tolist()}  # fmt: skip
+    data = DemoDataset(
+        obs=np.concatenate([k[1] for k in kept]).astype(np.float32),
+        actions=np.concatenate([k[2] for k in kept]),
+        expert_actions=np.concatenate([k[3] for k in kept]),
+        lengths=lengths,
+        seeds=np.array([k[0] for k in kept], dtype=np.int64),
+        env={**env_identity(env_cfg), "obs_keys": world.keys, "obs_dim": world.obs_dim,
+             "action_dim": int(world.action_space.shape[0])},  # fmt: skip
+        noise=float(noise),
+        env_config=env_config_dict(env_cfg),
+        spaces=spaces,
+        source=f"expert {expert}",
+    )
+    return data, CollectStats(attempted, len(kept), failed, float(lengths.mean()))

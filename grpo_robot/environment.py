@@ -72,3 +72,78 @@ def make_eval_env(cfg: TrainConfig, n_seeds: int, train_env: GroupEnv | None = N
     if train_env is not None:
         return train_env
     return make_env(cfg.env, min(n_seeds, cfg.algo.groups_per_iter * cfg.algo.group_size))
+
+
+# -- what an env is: recorded with datasets and checkpoints, and compared before they are used --
+IGNORED_KWARGS = ("render_mode",)  # kwargs that change how an env is watched, not what it is
+
+
+def env_identity(cfg: EnvConfig | dict, env: GroupEnv | None = None) -> dict[str, Any]:
+    """The facts that decide whether a dataset or a policy fits an env: the built-in task and its
+    version, or the Gymnasium id / entry point with its kwargs and observation keys; with `env`,
+    also the flat observation and action sizes."""
+    get = cfg.get if isinstance(cfg, dict) else lambda k, d=None: getattr(cfg, k, d)
+    if get("task"):
+        from grpo_robot.envs import TASKS
+
+        task = TASKS.get(get("task"))
+        ident: dict[str, Any] = {"task": get("task"), "version": None if task is None else task.version}
+    else:
+        key = "id" if get("id") else "entry_point"
+        kwargs = {k: v for k, v in dict(get("kwargs") or {}).items() if k not in IGNORED_KWARGS}
+        obs_keys = get("obs_keys")
+        if env is not None and getattr(env, "obs_keys", None) is not None:
+            obs_keys = env.obs_keys  # the keys actually used (null in the config = all of them)
+        ident = {key: get(key), "kwargs": _plain(kwargs), "obs_keys": None if obs_keys is None else list(obs_keys)}
+    if env is not None:
+        ident.update(obs_dim=int(env.obs_dim), action_dim=int(env.action_dim))
+    return ident
+
+
+def _plain(value: Any) -> Any:
+    """OmegaConf containers and tuples -> dicts and lists, so identities compare and serialize."""
+    if isinstance(value, dict) or hasattr(value, "items"):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple) or (hasattr(value, "__iter__") and not isinstance(value, str | bytes)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def describe_identity(ident: dict[str, Any]) -> str:
+    """`FetchPush-v4 (obs_keys=[observation, desired_goal], obs_dim=28, action_dim=4)`."""
+    if ident.get("task"):
+        name = f"{ident['task']}-v{ident.get('version')}"
+    else:
+        name = ident.get("id") or ident.get("entry_point") or "?"
+    details = []
+    if ident.get("kwargs"):
+        details.append("kwargs=" + ",".join(f"{k}={v}" for k, v in ident["kwargs"].items()))
+    if ident.get("obs_keys") is not None:
+        details.append(f"obs_keys=[{', '.join(ident['obs_keys'])}]")
+    details += [f"{k}={ident[k]}" for k in ("obs_dim", "action_dim") if ident.get(k) is not None]
+    return f"{name} ({', '.join(details)})" if details else name
+
+
+def identity_mismatch(theirs: dict[str, Any], mine: dict[str, Any]) -> str | None:
+    """The first fact in which `theirs` (a dataset's or a checkpoint's env) differs from `mine`
+    (the configured env), or None. Facts only one side records are not compared (an outside
+    dataset may not record kwargs), and of the kwargs only the keys both sides set."""
+    for key in ("task", "version", "id", "entry_point", "obs_keys", "obs_dim", "action_dim"):
+        a, b = theirs.get(key), mine.get(key)
+        if key in ("task", "id", "entry_point") and (a or b) and a != b:
+            return key
+        if key not in ("task", "id", "entry_point") and a is not None and b is not None and a != b:
+            return key
+    a, b = theirs.get("kwargs") or {}, mine.get("kwargs") or {}
+    for key in sorted(set(a) & set(b)):
+        if a[key] != b[key]:
+            return f"kwargs.{key}"
+    return None
+
+
+def check_identity(theirs: dict[str, Any], mine: dict[str, Any], what: str) -> None:
+    """`ValueError` naming both sides unless `theirs` fits `mine`; `what` says whose env `theirs` is."""
+    key = identity_mismatch(theirs, mine)
+    if key is not None:
+        raise ValueError(f"{what} is for {describe_identity(theirs)}, but the config has {describe_identity(mine)} "
+                         f"(they differ in {key})")  # fmt: skip

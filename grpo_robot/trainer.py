@@ -70,10 +70,9 @@ class Trainer:
             self.update_obs_norm = not (cfg.init_from or cfg.pretrain)
         self.demos = None  # a given dataset is checked before any work starts
         if cfg.pretrain and cfg.demos.path:
-            from grpo_robot.demos import DemoDataset
+            from grpo_robot.datasets import load_demos
 
-            self.demos = DemoDataset.load(cfg.demos.path)
-            self.demos.check_compatible(task, f"demos.path={cfg.demos.path}")
+            self.demos = load_demos(cfg.demos.path, cfg.env, self.env)
         self.critic = None  # PPO's value function, when the advantage estimator needs one
         self.advantage_source: AdvantageSource = GroupAdvantages(algo)
         if ADVANTAGE_ESTIMATORS[algo.advantage].needs_critic:

@@ -10,7 +10,7 @@ import pytest
 import torch
 from test_train import ROOT, run_cli, small_config
 
-from grpo_robot.config import ConfigError, EnvConfig, env_config, to_train_config
+from grpo_robot.config import ConfigError, DemoConfig, EnvConfig, env_config, to_train_config
 from grpo_robot.environment import make_env
 from grpo_robot.gym_vector import GymGroupEnv
 from grpo_robot.seeding import group_seeds
@@ -146,8 +146,13 @@ def test_env_config_keys_are_checked():
         env_config({"task": None, "id": "X-v0", "sucess_key": "done"})
     with pytest.raises(ConfigError, match=r"env.task='Reach' and env.id='FetchReach-v4' are both set"):
         Trainer(small_config(env=EnvConfig(task="Reach", id="FetchReach-v4")), "/nonexistent")
-    with pytest.raises(ConfigError, match="pretrain=True is invalid: needs a built-in task"):
+    with pytest.raises(ConfigError, match=r"pretrain=True is invalid: on env.entry_point=toy_envs:PointReach needs "
+                                          r"demonstrations: an expert \(demos.expert=module:attr\) or a dataset"):
         Trainer(small_config(env=toy(), pretrain=True), "/nonexistent")
+    with pytest.raises(ConfigError, match="demos.expert='nope' is invalid: must be module:attr"):
+        Trainer(small_config(env=toy(), pretrain=True, demos=DemoConfig(expert="nope")), "/nonexistent")
+    with pytest.raises(ConfigError, match="env.group_start='copy' is invalid"):
+        Trainer(small_config(env=toy(group_start="copy")), "/nonexistent")
     saved = to_train_config({"env": {"task": None, "id": "X-v0", "import": ["pkg"]}})
     assert saved.env.imports == ["pkg"]
 

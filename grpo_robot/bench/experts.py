@@ -27,3 +27,21 @@ def expert_row(task: str, n_seeds: int) -> str:
     return row(
         task, n_seeds, f"{env.terminated.mean():.1%}", env.failed.sum(), f"{env.steps.mean():.1f}", f"{seconds:.1f}"
     )
+
+
+def gym_expert_row(preset: str, expert: str, n_seeds: int) -> str:
+    """| env | expert | seeds | success [Wilson 95%] | failed | mean steps | seconds |: the expert on
+    the `conf/env/<preset>.yaml` env, one episode per reset seed 0..n_seeds-1, no action noise."""
+    from grpo_robot.cli import compose_train_config
+    from grpo_robot.demos import expert_episodes
+    from grpo_robot.stats import wilson_interval
+
+    cfg = compose_train_config(f"env={preset}").env
+    start = time.perf_counter()
+    episodes = expert_episodes(cfg, expert, range(n_seeds))
+    outcomes = [(ok, crashed, len(obs)) for _, obs, _, _, ok, crashed, _ in episodes]
+    seconds = time.perf_counter() - start
+    ok, crashed, steps = (np.array(c) for c in zip(*outcomes, strict=True))
+    low, high = wilson_interval(int(ok.sum()), n_seeds)
+    return row(preset, f"`{expert}`", n_seeds, f"{ok.mean():.1%} [{low:.1%}, {high:.1%}]", int(crashed.sum()),
+               f"{steps.mean():.1f}", f"{seconds:.1f}")  # fmt: skip

@@ -28,6 +28,7 @@ from grpo_robot.config.store import (
     RENAMED_KEYS,
     config_dict,
     env_config,
+    env_config_dict,
     migrate,
     register_configs,
     renamed_key_error,
@@ -46,7 +47,7 @@ from grpo_robot.config.validate import (
 __all__ = [
     "AlgoConfig", "BCConfig", "ClipConfig", "CollectDemosConfig", "ConfigError", "CriticConfig", "DemoConfig",
     "DynamicSamplingConfig", "EnvConfig", "EvalConfig", "KLConfig", "PolicyConfig", "PretrainConfig",
-    "RENAMED_KEYS", "TrainConfig", "config_dict", "env_config", "env_name", "env_source", "migrate",
+    "RENAMED_KEYS", "TrainConfig", "config_dict", "env_config", "env_config_dict", "env_name", "env_source", "migrate",
     "policy_kwargs", "register_configs", "renamed_key_error", "to_train_config", "validate", "validate_bc",
     "validate_demos", "validate_device", "validate_env", "validate_policy",
 ]  # fmt: skip

@@ -109,9 +109,17 @@ def env_config(node: Any) -> EnvConfig:
 def config_dict(cfg: TrainConfig) -> dict[str, Any]:
     """`cfg` as plain containers, keys spelled as in the YAML configs (`env.import`)."""
     record = OmegaConf.to_container(OmegaConf.structured(cfg))
-    env = record["env"]  # type: ignore[index]
-    record["env"] = {next((k for k, v in ENV_KEY_ALIASES.items() if v == key), key): v for key, v in env.items()}  # type: ignore[index]
+    record["env"] = _yaml_keys(record["env"])  # type: ignore[index]
     return record  # type: ignore[return-value]
+
+
+def env_config_dict(env: EnvConfig) -> dict[str, Any]:
+    """`env` as a plain dict, keys spelled as in the YAML configs (`import`)."""
+    return _yaml_keys(OmegaConf.to_container(OmegaConf.structured(env)))  # type: ignore[arg-type]
+
+
+def _yaml_keys(env: dict[str, Any]) -> dict[str, Any]:
+    return {next((k for k, v in ENV_KEY_ALIASES.items() if v == key), key): v for key, v in env.items()}
 
 
 def to_train_config(cfg: DictConfig | TrainConfig | dict) -> TrainConfig:

@@ -92,10 +92,10 @@ def validate(cfg: TrainConfig) -> None:
     _check(cfg.seed >= 0, "seed", cfg.seed, "must be >= 0")
     _check(not (cfg.pretrain and cfg.init_from), "pretrain", cfg.pretrain,
            f"cannot be combined with init_from={cfg.init_from!r}; choose one starting policy")  # fmt: skip
-    _check(not cfg.pretrain or bool(cfg.env.task), "pretrain", cfg.pretrain,
-           f"needs a built-in task (their scripted experts make the demos), not {env_source(cfg.env)}; "
-           "start from a policy checkpoint with init_from= instead")  # fmt: skip
-    validate_demos(cfg.demos)
+    _check(not cfg.pretrain or bool(cfg.env.task or cfg.demos.expert or cfg.demos.path), "pretrain", cfg.pretrain,
+           f"on {env_source(cfg.env)} needs demonstrations: an expert (demos.expert=module:attr) or a dataset "
+           "(demos.path=...)")  # fmt: skip
+    validate_demos(cfg.demos, env=cfg.env)
     validate_bc(cfg.bc)
     validate_device(cfg.device)
 
@@ -124,7 +124,13 @@ def validate_env(env: EnvConfig) -> None:
            "must be a non-empty list of observation keys or null (all keys)")  # fmt: skip
 
 
-def validate_demos(demos: DemoConfig, prefix: str = "demos.") -> None:
+def validate_demos(demos: DemoConfig, prefix: str = "demos.", env: EnvConfig | None = None) -> None:
+    if demos.expert is not None:
+        _check(bool(_CALLABLE.match(demos.expert)), f"{prefix}expert", demos.expert,
+               "must be module:attr, a function (obs, info) -> action or an object with get_action(obs)")  # fmt: skip
+        _check(env is None or not env.task, f"{prefix}expert", demos.expert,
+               f"is for Gymnasium envs; env.task={env.task if env else None} uses its own scripted expert (or run "
+               "it as env=gym env.id=grpo_robot/<Task>-v<version>)")  # fmt: skip
     _check(demos.episodes >= 1, f"{prefix}episodes", demos.episodes, "must be >= 1")
     _check(demos.noise >= 0, f"{prefix}noise", demos.noise, "must be >= 0")
     _check(0 <= demos.seed < DEMO_RUNS, f"{prefix}seed", demos.seed, f"must be in [0, {DEMO_RUNS})")

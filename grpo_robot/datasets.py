@@ -1,0 +1,198 @@
+"""Demonstration datasets in the ecosystem's formats, read into a `DemoDataset` for cloning.
+
+`load_demos(path, cfg, env)` accepts:
+
+- this project's `.npz` (grpo_robot/demos.py);
+- a **Minari** dataset: its directory (`<root>/<dataset id>/`, holding `data/main_data.hdf5` and
+  `data/metadata.json`), its `main_data.hdf5`, or `minari:<dataset id>` looked up under
+  `$MINARI_DATASETS_PATH` (default `~/.minari/datasets`);
+- a **robomimic / robosuite** HDF5 file: `data/demo_*/obs/<key>` and `data/demo_*/actions`, with
+  the env in `data.attrs["env_args"]`.
+
+The HDF5 files are read with h5py, following each format's documented layout, so neither library
+need be installed (Minari wants numpy >= 2, which the robosuite extra cannot have).
+
+Every format becomes the trainer's layout: observations flattened over the env's observation keys
+(`env.obs_keys`, the same order as training), actions mapped from the env's Box bounds into
+[-1, 1], and the dataset's env checked against the configured one (id, kwargs both give, keys,
+sizes) before anything is trained.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from grpo_robot.config import EnvConfig
+from grpo_robot.demos import DemoDataset
+
+
+def load_demos(path: str | Path, cfg: EnvConfig, env: Any, key: str = "demos.path") -> DemoDataset:
+    """The dataset at `path` (the config's `key`), checked against the configured env `cfg` and its
+    group env `env` (whose `obs_keys` and action bounds convert an outside format). One-line
+    `ValueError` or `FileNotFoundError` for anything that does not fit."""
+    where = f"{key}={path}"
+    path = resolve(path)
+    if path.suffix == ".npz":
+        data = DemoDataset.load(path)
+    else:
+        data = _load_hdf5(path, cfg, env)
+    data.check_compatible(cfg, env, where)
+    return data
+
+
+def resolve(path: str | Path) -> Path:
+    """`minari:<id>` -> its directory under the Minari root; any other path as is (it must exist)."""
+    text = str(path)
+    if text.startswith("minari:"):
+        root = Path(os.environ.get("MINARI_DATASETS_PATH", Path.home() / ".minari" / "datasets"))
+        found = root / text.removeprefix("minari:")
+        if not found.exists():
+            raise FileNotFoundError(f"no Minari dataset {text!r} under {root} (set MINARI_DATASETS_PATH to its root)")
+        return found
+    found = Path(text)
+    if not found.exists():
+        raise FileNotFoundError(f"no demo dataset at {found}")
+    return found
+
+
+ROBOMIMIC_KEYS = {"object-state": "object"}  # robosuite's observation key -> robomimic's name for it
+
+
+def _load_hdf5(path: Path, cfg: EnvConfig, env: Any) -> DemoDataset:
+    import h5py
+
+    main = path / "data" / "main_data.hdf5" if path.is_dir() else path
+    if not main.is_file():
+        raise ValueError(f"{path}: not a demo dataset (a .npz, a Minari dataset directory or a robomimic .hdf5)")
+    try:
+        with h5py.File(main, "r") as f:
+            if "data" in f and any(k.startswith("demo") for k in f["data"]):
+                return _robomimic(f, main, cfg, env)
+            if any(k.startswith("episode_") for k in f):
+                return _minari(f, main, cfg, env)
+    except (OSError, KeyError) as err:
+        raise ValueError(f"{main} is not a readable HDF5 demo dataset: {type(err).__name__}: {err}") from None
+    raise ValueError(f"{main}: neither the Minari layout (episode_*/observations, actions) nor the robomimic "
+                     "layout (data/demo_*/obs, actions)")  # fmt: skip
+
+
+def _flat_obs(group: Any, keys: list[str] | None, where: str, aliases: dict[str, str]) -> np.ndarray:
+    """`[T, obs_dim]` float32: an HDF5 dataset as is, or a group's entries over `keys`, flattened per step."""
+    import h5py
+
+    if isinstance(group, h5py.Dataset):
+        if keys is not None:
+            raise ValueError(f"{where}: the dataset's observations are one array, but the env observes a Dict "
+                             f"(env.obs_keys={keys})")  # fmt: skip
+        return np.asarray(group, dtype=np.float32).reshape(len(group), -1)
+    if keys is None:
+        raise ValueError(f"{where}: the dataset's observations are a Dict ({', '.join(group)}), but the env observes "
+                         "a Box")  # fmt: skip
+    parts = []
+    for key in keys:
+        name = key if key in group else aliases.get(key, key)
+        if name not in group:
+            raise ValueError(f"{where}: the env observes {key!r} (env.obs_keys={keys}), which the dataset lacks; "
+                             f"it has {', '.join(group)}")  # fmt: skip
+        value = np.asarray(group[name], dtype=np.float32)
+        parts.append(value.reshape(len(value), -1))
+    return np.concatenate(parts, axis=1)
+
+
+def _dataset(episodes: list[tuple[np.ndarray, np.ndarray, int]], ident: dict[str, Any], env: Any, source: str,
+             where: str) -> DemoDataset:  # fmt: skip
+    """Episodes of (obs [T, obs_dim], actions in the env's units [T, action_dim], seed) -> a `DemoDataset`."""
+    from grpo_robot.gym_vector import unit_actions
+
+    if not episodes:
+        raise ValueError(f"{where}: the dataset holds no episodes")
+    dims = {a.shape[1] for _, a, _ in episodes}
+    if dims != {env.action_dim}:
+        raise ValueError(f"{where}: the dataset's actions have {sorted(dims)} dimensions; {env.name} has "
+                         f"{env.action_dim}")  # fmt: skip
+    lengths = np.array([len(a) for _, a, _ in episodes], dtype=np.int64)
+    actions = unit_actions(np.concatenate([a for _, a, _ in episodes]), env.action_low, env.action_high)
+    obs = np.concatenate([o for o, _, _ in episodes])
+    keys = getattr(env, "obs_keys", None)
+    data = DemoDataset(
+        obs=obs,
+        actions=actions,
+        expert_actions=actions,
+        lengths=lengths,
+        seeds=np.array([s for _, _, s in episodes], dtype=np.int64),
+        env={**ident, "obs_keys": None if keys is None else list(keys), "obs_dim": obs.shape[1],
+             "action_dim": actions.shape[1]},  # fmt: skip
+        source=source,
+    )
+    data.check(where)
+    return data
+
+
+def _minari(f: Any, main: Path, cfg: EnvConfig, env: Any) -> DemoDataset:
+    """Minari's HDF5 layout: `episode_<i>/observations` (T + 1 rows: the last observation too, a
+    group per Dict key), `episode_<i>/actions` (T rows), attributes `seed`, `total_steps`; the env in
+    `metadata.json` (its `env_spec`) next to `main_data.hdf5`."""
+    where = str(main)
+    keys = getattr(env, "obs_keys", None)
+    episodes = []
+    for name in sorted((k for k in f if k.startswith("episode_")), key=lambda k: int(k.split("_")[1])):
+        group = f[name]
+        actions = np.asarray(group["actions"], dtype=np.float64).reshape(len(group["actions"]), -1)
+        obs = _flat_obs(group["observations"], keys, f"{where}/{name}", {})[: len(actions)]
+        if len(obs) != len(actions):
+            raise ValueError(f"{where}/{name}: {len(obs)} observations for {len(actions)} actions")
+        seed = group.attrs.get("seed")
+        episodes.append((obs, actions, int(seed) if isinstance(seed, int | np.integer) else -1))
+    ident: dict[str, Any] = {}
+    meta_path = main.parent / "metadata.json"
+    if meta_path.is_file():
+        meta = json.loads(meta_path.read_text())
+        spec = meta.get("env_spec")
+        spec = json.loads(spec) if isinstance(spec, str) else spec
+        if spec:
+            ident = {"id": spec.get("id"), "kwargs": spec.get("kwargs") or {}}
+        source = f"minari {meta.get('dataset_id', main.parent.parent.name)}"
+    else:
+        source = f"minari {main}"
+    if not ident:  # no recorded env: trust the config's
+        ident = {k: v for k, v in _config_ident(cfg).items() if k in ("id", "entry_point")}
+    return _dataset(episodes, ident, env, source, where)
+
+
+def _robomimic(f: Any, main: Path, cfg: EnvConfig, env: Any) -> DemoDataset:
+    """robomimic's (and robosuite's converted) layout: `data/demo_<i>/obs/<key>` and
+    `data/demo_<i>/actions` (T rows each), `data.attrs["env_args"]` a JSON object with `env_name`
+    and `env_kwargs`. robomimic names robosuite's `object-state` observation `object`."""
+    where = str(main)
+    keys = getattr(env, "obs_keys", None)
+    data = f["data"]
+    episodes = []
+    for name in sorted((k for k in data if k.startswith("demo")), key=lambda k: int(k.rsplit("_", 1)[-1])):
+        group = data[name]
+        actions = np.asarray(group["actions"], dtype=np.float64)
+        actions = actions.reshape(len(actions), -1)
+        obs = _flat_obs(group["obs"], keys, f"{where}/data/{name}", ROBOMIMIC_KEYS)
+        if len(obs) != len(actions):
+            raise ValueError(f"{where}/data/{name}: {len(obs)} observations for {len(actions)} actions")
+        episodes.append((obs, actions, -1))
+    ident: dict[str, Any] = {}
+    if "env_args" in data.attrs:
+        args = json.loads(data.attrs["env_args"])
+        kwargs = dict(args.get("env_kwargs") or {})
+        ident = {"kwargs": {"env_name": args.get("env_name"), **{k: v for k, v in kwargs.items() if k == "robots"}}}
+        if isinstance(ident["kwargs"].get("robots"), list) and len(ident["kwargs"]["robots"]) == 1:
+            ident["kwargs"]["robots"] = ident["kwargs"]["robots"][0]
+    mine = _config_ident(cfg)
+    ident = {**{k: v for k, v in mine.items() if k in ("id", "entry_point")}, **ident}  # the env_name decides
+    return _dataset(episodes, ident, env, f"robomimic {main.name}", where)
+
+
+def _config_ident(cfg: EnvConfig) -> dict[str, Any]:
+    from grpo_robot.environment import env_identity
+
+    return env_identity(cfg)

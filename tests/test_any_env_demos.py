@@ -1,0 +1,341 @@
+"""Demonstrations and equal group starts for any Gymnasium env: clone-based group starts, expert
+sources, the ecosystem's dataset formats, and the pipeline on an env the project does not ship."""
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from grpo_robot.config import AlgoConfig, BCConfig, DemoConfig, EnvConfig, PolicyConfig, TrainConfig
+from grpo_robot.datasets import load_demos
+from grpo_robot.demos import DemoDataset, collect_expert_demos, replay
+from grpo_robot.gym_vector import GymGroupEnv
+from grpo_robot.trainer import Trainer
+
+DATA = Path(__file__).parent / "data"
+MINARI = DATA / "minari" / "grpo-robot" / "fetch-push-expert-v0"
+ROBOMIMIC = DATA / "robomimic_lift_2demos.hdf5"
+FETCH_PUSH = dict(id="FetchPush-v4", imports=["gymnasium_robotics"], obs_keys=["observation", "desired_goal"])
+
+
+def toy(cls: str, **kw) -> EnvConfig:
+    return EnvConfig(task=None, entry_point=f"toy_envs:{cls}", horizon=kw.pop("horizon", 40), **kw)
+
+
+# -- equal group starts by copying ----------------------------------------------------------------
+@pytest.mark.parametrize(
+    "cls, vector, method",
+    [
+        ("GlobalRandomReach", "sync", "deepcopy"),
+        ("StatefulRandomReach", "sync", "state"),
+        ("MujocoRandomSlide", "sync", "mujoco"),
+        ("MujocoRandomSlide", "async", "mujoco"),
+        ("StatefulRandomReach", "async", "state"),
+    ],
+)
+def test_clone_group_starts_give_bit_identical_members(cls, vector, method):
+    env = GymGroupEnv(toy(cls, group_start="clone", vector=vector), 6)
+    rng = np.random.default_rng(1)
+    try:
+        for _ in range(2):  # the first reset picks and checks the method; the second reuses it
+            obs = env.reset([5, 5, 5, 9, 9, 9])
+            assert env.copy_method == method
+            trajectory = [obs]
+            for _ in range(15):  # equal actions within a group: members stay bit-identical
+                trajectory.append(env.step(np.repeat(rng.uniform(-1, 1, (2, 2)), 3, axis=0))[0])
+            trajectory = np.stack(trajectory)
+            for a, b in [(0, 1), (0, 2), (3, 4), (3, 5)]:
+                np.testing.assert_array_equal(trajectory[:, a], trajectory[:, b])
+            if vector == "sync" or cls.startswith("Mujoco"):  # (forked workers share numpy's global generator)
+                assert not np.array_equal(trajectory[0, 0], trajectory[0, 3])  # the groups start apart
+        if cls.startswith("Mujoco"):  # a copy draws its next start from its own generator, not the leader's
+            assert len(np.unique(env.reset([1, 2, 3, 4, 5, 6])[:, 4:], axis=0)) == 6
+            np.testing.assert_array_equal(env.steps[[0, 3]].repeat(3), env.steps)  # and end together
+    finally:
+        env.close()
+
+
+def test_clone_members_diverge_by_their_own_actions_only():
+    env = GymGroupEnv(toy("MujocoRandomSlide", group_start="clone"), 4)
+    env.reset([1, 1, 1, 1])
+    obs, *_ = env.step(np.array([[1.0, 0.0], [1.0, 0.0], [-1.0, 0.0], [-1.0, 0.0]]))
+    np.testing.assert_array_equal(obs[0], obs[1])
+    assert obs[0, 2] > 0 > obs[2, 2]  # x velocity follows the action
+    env.close()
+
+
+def test_an_env_that_can_be_neither_seeded_nor_copied_is_refused():
+    with pytest.raises(ValueError, match=r"env.group_start=clone") as seeded:
+        GymGroupEnv(toy("UncopyableRandomReach"), 4).reset([3, 3, 4, 4])
+    assert "ignores its reset seed" in str(seeded.value) and "\n" not in str(seeded.value)
+    env = GymGroupEnv(toy("UncopyableRandomReach", group_start="clone"), 4)
+    with pytest.raises(ValueError, match=r"cannot give a group equal starts .*deepcopy \(failed: TypeError: cannot "
+                                         r"pickle.*add get_state\(\) and set_state\(state\)") as copied:
+        env.reset([3, 3, 4, 4])
+    assert "\n" not in str(copied.value)
+    env.close()
+
+
+def test_fetch_push_members_are_copied_through_the_physics_state():
+    env = GymGroupEnv(EnvConfig(task=None, **FETCH_PUSH, group_start="clone"), 4)
+    obs = env.reset([0, 0, 1, 1])
+    assert env.copy_method == "mujoco"  # Fetch pickles by re-construction: a deep copy would not do
+    for _ in range(5):
+        obs, *_ = env.step(np.repeat(np.array([[0.5, -0.3, 0.2, 1.0], [0.1, 0.4, -0.2, -1.0]]), 2, axis=0))
+    np.testing.assert_array_equal(obs[0], obs[1])
+    np.testing.assert_array_equal(obs[2], obs[3])
+    env.close()
+
+
+# -- demonstrations from an expert -----------------------------------------------------------------
+def test_expert_demos_keep_successes_map_actions_and_replay(tmp_path):
+    cfg = toy("PointReach")
+    data, stats = collect_expert_demos(cfg, "toy_envs:half_expert", 6, noise=0.0, seed=2)
+    assert stats.kept == data.n_episodes == 6 and stats.attempted > 6  # failures were dropped
+    assert 0.2 < stats.to_json()["expert_success_rate"] < 0.9
+    goals = data.obs[np.cumsum(data.lengths) - data.lengths, 2:4]  # only goals the expert can reach:
+    assert ((goals[:, 0] > 0) | (np.linalg.norm(goals, axis=1) < 0.1)).all()  # x > 0, or reached standing still
+    assert np.abs(data.expert_actions).max() == 1.0  # the env's [-2, 2] mapped onto [-1, 1]
+    assert data.env == {"entry_point": "toy_envs:PointReach", "kwargs": {}, "obs_keys": None, "obs_dim": 4,
+                        "action_dim": 2}  # fmt: skip
+    back = DemoDataset.load(data.save(tmp_path / "demos.npz"))
+    np.testing.assert_array_equal(back.obs, data.obs)
+    assert back.env == data.env and back.env_config["entry_point"] == "toy_envs:PointReach"
+    assert back.spaces["action_high"] == [2.0, 2.0] and back.source == "expert toy_envs:half_expert"
+    assert replay(back).all()  # the executed actions succeed again from the recorded seeds
+    back.actions[:] = 0.0
+    assert not replay(back)[back.lengths > 1].any()  # (a goal within reach of the start needs no action)
+
+
+def test_expert_objects_with_get_action_are_reset_per_episode():
+    import toy_envs
+
+    data, stats = collect_expert_demos(toy("PointReach"), "toy_envs:GetActionExpert", 3, noise=0.1)
+    assert stats.kept == 3 and stats.attempted == 3
+    assert not np.array_equal(data.actions, data.expert_actions)  # noise on the executed actions only
+    assert isinstance(toy_envs.GetActionExpert().get_action(np.zeros(4)), np.ndarray)
+
+
+def test_a_seed_ignoring_env_records_no_seeds():
+    data, _ = collect_expert_demos(toy("GlobalRandomReach", group_start="clone"), "toy_envs:point_expert", 2)
+    np.testing.assert_array_equal(data.seeds, [-1, -1])
+    with pytest.raises(ValueError, match="without a reset seed"):
+        replay(data)
+
+
+@pytest.mark.parametrize(
+    "expert, message",
+    [
+        ("toy_envs:raising_expert", r"raised RuntimeError: lost track of the goal \(episode 0, seed 2000000000"),
+        ("toy_envs:wrong_shape_expert", r"returned an action of 3 values; the env's action space has 2"),
+        ("toy_envs:nan_expert", r"returned a non-finite action \[nan, 0.0\]"),
+        ("toy_envs:idle_expert", r"succeeded in 0 of 3 episodes \(0.0%\) on toy_envs:PointReach"),
+        ("toy_envs:no_such_expert", r"toy_envs has no attribute 'no_such_expert'"),
+        ("toy_envs:SLIDER_XML", r"is a str: it must be a function"),
+    ],
+)
+def test_bad_experts_get_one_line(expert, message):
+    with pytest.raises((ValueError, RuntimeError), match=message) as err:
+        collect_expert_demos(toy("PointReach"), expert, 2, max_attempts=4)
+    assert str(err.value).startswith(f"demos.expert={expert!r}") and "\n" not in str(err.value)
+
+
+# -- the ecosystem's dataset formats -----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def fetch_push():
+    cfg = EnvConfig(task=None, **FETCH_PUSH)
+    env = GymGroupEnv(cfg, 1)
+    yield cfg, env
+    env.close()
+
+
+def test_a_minari_dataset_written_by_minari_loads_with_the_right_shapes(fetch_push, monkeypatch):
+    cfg, env = fetch_push
+    meta = json.loads((MINARI / "data" / "metadata.json").read_text())
+    assert meta["minari_version"] == "0.5.4" and meta["data_format"] == "hdf5"  # written by Minari itself
+    data = load_demos(MINARI, cfg, env)
+    assert data.obs.shape == (500, 28) and data.actions.shape == (500, 4)  # 10 episodes x 50 steps
+    np.testing.assert_array_equal(data.lengths, [50] * 10)
+    np.testing.assert_array_equal(data.seeds, np.arange(10))
+    with h5py.File(MINARI / "data" / "main_data.hdf5") as f:  # observation (25) then desired_goal (3), step 0..49
+        np.testing.assert_allclose(data.obs[50:100, :25], f["episode_1/observations/observation"][:50], rtol=1e-6)
+        np.testing.assert_allclose(data.obs[50:100, 25:], f["episode_1/observations/desired_goal"][:50], rtol=1e-6)
+        np.testing.assert_allclose(data.actions[:50], f["episode_0/actions"][:], rtol=1e-6)  # bounds are [-1, 1]
+    assert data.env["id"] == "FetchPush-v4" and data.source == "minari grpo-robot/fetch-push-expert-v0"
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(DATA / "minari"))
+    by_id = load_demos("minari:grpo-robot/fetch-push-expert-v0", cfg, env)
+    np.testing.assert_array_equal(by_id.obs, data.obs)
+    with pytest.raises(FileNotFoundError, match="no Minari dataset 'minari:grpo-robot/nothing-v0'"):
+        load_demos("minari:grpo-robot/nothing-v0", cfg, env)
+
+
+def test_a_dataset_of_another_env_or_layout_is_refused_naming_both_sides():
+    cfg = EnvConfig(task=None, **{**FETCH_PUSH, "id": "FetchPickAndPlace-v4"})
+    env = GymGroupEnv(cfg, 1)
+    with pytest.raises(ValueError) as err:
+        load_demos(MINARI, cfg, env)
+    assert str(err.value) == (
+        f"demos.path={MINARI} is for FetchPush-v4 (kwargs=reward_type=sparse, obs_keys=[observation, desired_goal], "
+        "obs_dim=28, action_dim=4), but the config has FetchPickAndPlace-v4 (obs_keys=[observation, desired_goal], "
+        "obs_dim=28, action_dim=4) (they differ in id)"
+    )
+    env.close()
+    point = GymGroupEnv(toy("DictPointReach", obs_keys=["position", "goal"]), 1)
+    with pytest.raises(ValueError, match=r"the env observes 'position' .* which the dataset lacks; it has "
+                                         r"achieved_goal, desired_goal, observation"):  # fmt: skip
+        load_demos(MINARI, point.cfg, point)
+    point.close()
+
+
+def test_a_robomimic_layout_file_loads_for_robosuite_lift():
+    keys = ["object-state", "robot0_eef_pos", "robot0_eef_quat", "robot0_gripper_qpos"]
+    kwargs = {"env_name": "Lift", "robots": "Panda", "controller": None, "obs_keys": keys}
+    cfg = EnvConfig(task=None, entry_point="grpo_robot.envs.robosuite_env:RobosuiteEnv", kwargs=kwargs, horizon=50)
+    env = GymGroupEnv(cfg, 1)
+    data = load_demos(ROBOMIMIC, cfg, env)
+    with h5py.File(ROBOMIMIC) as f:
+        lengths = [f[f"data/demo_{i}/actions"].shape[0] for i in range(2)]
+        object_obs = f["data/demo_1/obs/object"][:]
+    assert data.obs.shape == (sum(lengths), 10 + 3 + 4 + 2) and data.actions.shape == (sum(lengths), 7)
+    np.testing.assert_array_equal(data.lengths, lengths)
+    np.testing.assert_allclose(data.obs[lengths[0]:, :10], object_obs, rtol=1e-6)  # robomimic's "object" key
+    assert data.env["kwargs"] == {"env_name": "Lift", "robots": "Panda"}
+    env.close()
+    other = replace(cfg, kwargs={**kwargs, "env_name": "Stack"})
+    with pytest.raises(ValueError, match=r"for .*env_name=Lift.* the config has .*env_name=Stack.*in kwargs.env_name"):
+        load_demos(ROBOMIMIC, other, type("Env", (), {"obs_dim": 19, "action_dim": 7, "obs_keys": keys,
+                                                      "action_low": -np.ones(7), "action_high": np.ones(7),
+                                                      "name": "Stack"})())  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"", r"not a readable"),
+        (b"\x89HDF\r\n\x1a\nthis is not the rest of an HDF5 file", r"not a readable HDF5 demo dataset"),
+        (b"PK\x03\x04 truncated zip", r"not a readable demo dataset \(\.npz\)"),
+    ],
+)
+def test_corrupt_dataset_files_get_one_line(tmp_path, fetch_push, content, message):
+    cfg, env = fetch_push
+    suffix = ".npz" if content.startswith(b"PK") else ".hdf5"
+    path = tmp_path / f"bad{suffix}"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=message) as err:
+        load_demos(path, cfg, env)
+    assert "\n" not in str(err.value)
+
+
+def test_truncated_minari_file_is_refused(tmp_path, fetch_push):
+    cfg, env = fetch_push
+    data = (MINARI / "data" / "main_data.hdf5").read_bytes()
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "main_data.hdf5").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match="not a readable HDF5 demo dataset"):
+        load_demos(tmp_path, cfg, env)
+
+
+# -- the pipeline on a user's env whose reset ignores the seed ---------------------------------------------
+def test_expert_clone_grpo_pipeline_on_a_seed_ignoring_env(tmp_path):
+    """docs/custom_envs.md's recipe on a user's env whose reset ignores the seed (its goal comes
+    from numpy's global generator): clone-based groups, an expert, 4 demos, cloning, GRPO."""
+    np.random.seed(0)  # noqa: NPY002 (the env's only randomness, seeded here so that the test repeats)
+    cfg = TrainConfig(
+        env=toy("GlobalRandomReach", group_start="clone", kwargs={"tolerance": 0.05}),
+        policy=PolicyConfig(hidden_sizes=[64, 64], init_std=0.3),
+        algo=AlgoConfig(group_size=8, groups_per_iter=16, epochs=4, minibatches=4, lr=1e-3),
+        pretrain=True,
+        demos=DemoConfig(expert="toy_envs:point_expert", episodes=4, noise=0.3),
+        bc=BCConfig(max_steps=300, val_fraction=0.0),
+        iterations=20,
+        eval_every=20,
+        eval_seeds=200,
+        progress=False,
+    )
+    trainer = Trainer(cfg, tmp_path)
+    summary = trainer.run()
+    trainer.close()
+    clone = summary["initial_policy"]["eval"]["success_rate"]
+    final = summary["eval"]["success_rate"]
+    assert trainer.env.copy_method == "deepcopy"
+    assert DemoDataset.load(tmp_path / "demos.npz").n_episodes == 4
+    assert final >= clone + 0.3 and final >= 0.8, (clone, final)  # measured: 0.24 -> 0.95
+
+
+def compose(config_name: str, *overrides: str):
+    """The config `scripts/<config_name>.py <overrides>` runs with, composed in this process."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    from grpo_robot.cli import CONF_DIR
+    from grpo_robot.config import register_configs
+
+    register_configs()
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        return hydra_compose(config_name, overrides=list(overrides))
+
+
+def test_collect_and_pretrain_scripts_take_any_env(tmp_path, capsys, monkeypatch):
+    from grpo_robot import cli
+
+    monkeypatch.chdir(tmp_path)
+    demos = tmp_path / "fetch.npz"
+    cli._collect_demos(compose("collect_demos", "env=fetch_push", "demos.expert=grpo_robot.experts.fetch:push",
+                               "demos.episodes=3", f"output={demos}"))  # fmt: skip
+    assert "FetchPush-v4: kept 3 of 3 expert episodes" in capsys.readouterr().out
+    record = json.loads(demos.with_suffix(".json").read_text())
+    assert record["env"]["id"] == "FetchPush-v4" and record["env"]["obs_dim"] == 28
+    bc = tmp_path / "bc.pt"
+    cli._pretrain_bc(compose("pretrain_bc", f"dataset={demos}", "bc.max_steps=100", "eval_seeds=10", f"output={bc}"))
+    assert "FetchPush-v4, deterministic, on 10 held-out seeds: success" in capsys.readouterr().out
+    cfg = compose("config", "env=fetch_pick_and_place", f"init_from={bc}", "policy.hidden_sizes=[256,256]",
+                  "algo.groups_per_iter=2", "algo.group_size=2", "algo.minibatches=1")
+    with pytest.raises(ValueError) as err:
+        Trainer(cli.to_train_config(cfg), tmp_path / "run")
+    assert str(err.value).startswith(f"init_from={bc} is for FetchPush-v4") and "(they differ in id)" in str(err.value)
+    for config, overrides, message in [
+        ("collect_demos", ["env=fetch_push", "demos.episodes=3"], "set demos.expert=module:attr"),
+        ("pretrain_bc", [f"dataset={MINARI}"], "say which env it is for"),
+        ("collect_demos", ["env=push_cube", "demos.expert=toy_envs:point_expert"], "is for Gymnasium envs"),
+    ]:
+        with pytest.raises(SystemExit) as code:
+            getattr(cli, f"_{config}")(compose(config, *overrides))
+        assert code.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "demos").exists() and not (tmp_path / "run").exists()  # nothing written on a refusal
+
+
+def test_custom_envs_demonstrations_section_runs_as_written(tmp_path, monkeypatch, capsys):
+    """docs/custom_envs.md, "From demonstrations": its module saved as my_cell.py, its three
+    commands composed exactly as written and run in this process, from the module's directory."""
+    import re
+    import shlex
+
+    from grpo_robot import cli
+
+    doc = (Path(__file__).parents[1] / "docs" / "custom_envs.md").read_text()
+    section = doc[doc.index("## From demonstrations") :]
+    (tmp_path / "my_cell.py").write_text(re.search(r"```python\n(.*?)```", section, re.S).group(1))
+    commands = re.search(r"```bash\n(.*?)```", section, re.S).group(1).strip().splitlines()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import my_cell
+
+    first = my_cell.Cell()
+    assert not np.array_equal(first.reset(seed=1)[0], my_cell.Cell().reset(seed=1)[0])  # it ignores the seed
+    np.random.seed(0)  # noqa: NPY002 (the cell's only randomness, seeded here so that the test repeats)
+    scripts = [shlex.split(c)[1].removeprefix("scripts/").removesuffix(".py") for c in commands]
+    assert scripts == ["collect_demos", "pretrain_bc", "train"]
+    collect, pretrain, train = (shlex.split(c)[2:] for c in commands)
+    cli._collect_demos(compose("collect_demos", *collect))
+    cli._pretrain_bc(compose("pretrain_bc", *pretrain))
+    out = capsys.readouterr().out
+    assert "my_cell:Cell: kept 3 of 3 expert episodes" in out and "checkpoint: cell_bc_gaussian.pt" in out
+    trainer = Trainer(cli.to_train_config(compose("config", *train)), tmp_path / "run")
+    summary = trainer.run()
+    trainer.close()
+    assert trainer.env.copy_method == "mujoco"
+    clone, final = summary["initial_policy"]["eval"]["success_rate"], summary["eval"]["success_rate"]
+    assert final >= 0.9 and final >= clone + 0.1, (clone, final)
