@@ -339,3 +339,23 @@ def test_custom_envs_demonstrations_section_runs_as_written(tmp_path, monkeypatc
     assert trainer.env.copy_method == "mujoco"
     clone, final = summary["initial_policy"]["eval"]["success_rate"], summary["eval"]["success_rate"]
     assert final >= 0.9 and final >= clone + 0.1, (clone, final)
+
+
+def test_pretrain_on_a_gymnasium_env_with_a_tokenized_policy(tmp_path):
+    from grpo_robot import checkpoint
+
+    cfg = TrainConfig(
+        env=toy("PointReach"),
+        policy=PolicyConfig(type="tokenized", hidden_sizes=[64, 64], bins=21),
+        algo=AlgoConfig(group_size=4, groups_per_iter=4, epochs=1, minibatches=1),
+        pretrain=True,
+        demos=DemoConfig(expert="toy_envs:GetActionExpert", episodes=6),
+        bc=BCConfig(max_steps=400),
+        iterations=1,
+        eval_seeds=50,
+        progress=False,
+    )
+    summary = Trainer(cfg, tmp_path).run()
+    bc = checkpoint.load(tmp_path / "bc.pt")
+    assert bc["kind"] == "bc" and bc["policy"]["type"] == "tokenized" and bc["config"]["env"]["entry_point"]
+    assert summary["initial_policy"]["eval"]["success_rate"] >= 0.5  # the clone of an expert that always succeeds
