@@ -105,7 +105,7 @@ def _flat_obs(group: Any, keys: list[str] | None, where: str, aliases: dict[str,
 
 
 def _dataset(episodes: list[tuple[np.ndarray, np.ndarray, int]], ident: dict[str, Any], env: Any, source: str,
-             where: str) -> DemoDataset:  # fmt: skip
+             where: str, spaces: dict[str, Any] | None = None) -> DemoDataset:  # fmt: skip
     """Episodes of (obs [T, obs_dim], actions in the env's units [T, action_dim], seed) -> a `DemoDataset`."""
     from grpo_robot.gym_vector import unit_actions
 
@@ -116,7 +116,9 @@ def _dataset(episodes: list[tuple[np.ndarray, np.ndarray, int]], ident: dict[str
         raise ValueError(f"{where}: the dataset's actions have {sorted(dims)} dimensions; {env.name} has "
                          f"{env.action_dim}")  # fmt: skip
     lengths = np.array([len(a) for _, a, _ in episodes], dtype=np.int64)
-    actions = unit_actions(np.concatenate([a for _, a, _ in episodes]), env.action_low, env.action_high)
+    low = getattr(env, "action_low", np.full(env.action_dim, -1.0))  # a built-in task acts in [-1, 1]
+    high = getattr(env, "action_high", np.full(env.action_dim, 1.0))
+    actions = unit_actions(np.concatenate([a for _, a, _ in episodes]), low, high)
     obs = np.concatenate([o for o, _, _ in episodes])
     keys = getattr(env, "obs_keys", None)
     data = DemoDataset(
@@ -128,6 +130,7 @@ def _dataset(episodes: list[tuple[np.ndarray, np.ndarray, int]], ident: dict[str
         env={**ident, "obs_keys": None if keys is None else list(keys), "obs_dim": obs.shape[1],
              "action_dim": actions.shape[1]},  # fmt: skip
         source=source,
+        spaces=spaces or {},
     )
     data.check(where)
     return data
@@ -149,9 +152,11 @@ def _minari(f: Any, main: Path, cfg: EnvConfig, env: Any) -> DemoDataset:
         seed = group.attrs.get("seed")
         episodes.append((obs, actions, int(seed) if isinstance(seed, int | np.integer) else -1))
     ident: dict[str, Any] = {}
+    spaces: dict[str, Any] = {}
     meta_path = main.parent / "metadata.json"
     if meta_path.is_file():
         meta = json.loads(meta_path.read_text())
+        spaces = {k.removesuffix("_space"): meta[k] for k in ("observation_space", "action_space") if k in meta}
         spec = meta.get("env_spec")
         spec = json.loads(spec) if isinstance(spec, str) else spec
         if spec:
@@ -161,7 +166,7 @@ def _minari(f: Any, main: Path, cfg: EnvConfig, env: Any) -> DemoDataset:
         source = f"minari {main}"
     if not ident:  # no recorded env: trust the config's
         ident = {k: v for k, v in _config_ident(cfg).items() if k in ("id", "entry_point")}
-    return _dataset(episodes, ident, env, source, where)
+    return _dataset(episodes, ident, env, source, where, spaces)
 
 
 def _robomimic(f: Any, main: Path, cfg: EnvConfig, env: Any) -> DemoDataset:

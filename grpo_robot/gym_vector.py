@@ -388,6 +388,8 @@ class GymGroupEnv:
         self._was_reset = False
         self.group_start = cfg.group_start
         self.copy_method: str | None = None  # group_start=clone: the copy method that proved faithful
+        if self.group_start == "clone" and B >= 2:  # find a faithful copy now, before any work starts
+            self.reset(np.zeros(B, dtype=np.int64))
 
     @property
     def done(self) -> np.ndarray:

@@ -71,12 +71,14 @@ def test_an_env_that_can_be_neither_seeded_nor_copied_is_refused():
     with pytest.raises(ValueError, match=r"env.group_start=clone") as seeded:
         GymGroupEnv(toy("UncopyableRandomReach"), 4).reset([3, 3, 4, 4])
     assert "ignores its reset seed" in str(seeded.value) and "\n" not in str(seeded.value)
-    env = GymGroupEnv(toy("UncopyableRandomReach", group_start="clone"), 4)
     with pytest.raises(ValueError, match=r"cannot give a group equal starts .*deepcopy \(failed: TypeError: cannot "
                                          r"pickle.*add get_state\(\) and set_state\(state\)") as copied:
-        env.reset([3, 3, 4, 4])
+        GymGroupEnv(toy("UncopyableRandomReach", group_start="clone"), 4)  # at construction, before any work
     assert "\n" not in str(copied.value)
-    env.close()
+    cfg = TrainConfig(env=toy("UncopyableRandomReach", group_start="clone"), progress=False,
+                      algo=AlgoConfig(group_size=2, groups_per_iter=2, minibatches=1))  # fmt: skip
+    with pytest.raises(ValueError, match="cannot give a group equal starts"):
+        Trainer(cfg, "/nonexistent")
 
 
 def test_fetch_push_members_are_copied_through_the_physics_state():
@@ -248,7 +250,7 @@ def test_expert_clone_grpo_pipeline_on_a_seed_ignoring_env(tmp_path):
         policy=PolicyConfig(hidden_sizes=[64, 64], init_std=0.3),
         algo=AlgoConfig(group_size=8, groups_per_iter=16, epochs=4, minibatches=4, lr=1e-3),
         pretrain=True,
-        demos=DemoConfig(expert="toy_envs:point_expert", episodes=4, noise=0.3),
+        demos=DemoConfig(expert="toy_envs:point_expert", episodes=3, noise=0.3),
         bc=BCConfig(max_steps=300, val_fraction=0.0),
         iterations=20,
         eval_every=20,
@@ -261,8 +263,9 @@ def test_expert_clone_grpo_pipeline_on_a_seed_ignoring_env(tmp_path):
     clone = summary["initial_policy"]["eval"]["success_rate"]
     final = summary["eval"]["success_rate"]
     assert trainer.env.copy_method == "deepcopy"
-    assert DemoDataset.load(tmp_path / "demos.npz").n_episodes == 4
-    assert final >= clone + 0.3 and final >= 0.8, (clone, final)  # measured: 0.24 -> 0.95
+    assert DemoDataset.load(tmp_path / "demos.npz").n_episodes == 3
+    # measured: 42.5% -> 97%; over numpy seeds 0-7 the gain was 8.5 to 59 points, 41 on average
+    assert final >= clone + 0.3 and final >= 0.9, (clone, final)
 
 
 def compose(config_name: str, *overrides: str):
