@@ -449,7 +449,7 @@ class GymGroupEnv:
             try:  # every world is stepped by the check, so every group's first world is snapshot
                 starts = self._each("take_start", {int(i): (method,) for i in np.unique(lead)})
                 self._copy(lead, members, method, starts)
-                problem = self._diverged(lead, members) if self.check_seeding else None
+                problem = self._diverged(lead, members, seeds, method, starts) if self.check_seeding else None
             except CopyFailed as err:
                 problem = f"failed: {err}"
             if problem is None:
@@ -465,9 +465,11 @@ class GymGroupEnv:
             "or seed all of its randomness in reset(seed=...) and use env.group_start=seed"
         )
 
-    def _diverged(self, lead: np.ndarray, members: np.ndarray, steps: int = 3) -> str | None:
-        """Step every world with the same actions; -> where a member first differs from its group's
-        first world, or None if none does."""
+    def _diverged(self, lead: np.ndarray, members: np.ndarray, seeds: np.ndarray, method: str,
+                  starts: dict[int, Any], steps: int = 3) -> str | None:  # fmt: skip
+        """Step every world with the same actions, copy every world again from `starts` (copies
+        replaced by copies) and reset them all, as the next iteration will; -> where a member first
+        differs from its group's first world, or a world fails to reset after being copied, or None."""
         rng = np.random.default_rng(0)
         everyone = {i: () for i in range(self.num_worlds)}
         for t in range(steps + 1):
@@ -480,6 +482,13 @@ class GymGroupEnv:
                 if a.shape != b.shape or not np.array_equal(a, b):
                     k = 0 if a.shape != b.shape else int(np.argmax(np.abs(a - b)))
                     return f"world {m} differs from world {lead[m]} after {t} steps, observation entry {k}"
+        failed_before = self.failed.copy()
+        self._copy(lead, np.arange(self.num_worlds), method, starts)
+        obs, info = self.vec.reset(seed=[int(s) for s in seeds])  # a copy must also start its next episode
+        self._update(obs, info)
+        broken = np.flatnonzero(self.failed & ~failed_before)
+        if len(broken):
+            return f"world {broken[0]}, a copy, failed its next reset: {info['error'][broken[0]]}"
         return None
 
     def _check_seeding(self, seeds: np.ndarray, obs: np.ndarray) -> None:
