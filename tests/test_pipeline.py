@@ -4,6 +4,7 @@ about 12 minutes on 2 cores): behaviour cloning from at most 10 demos gives some
 bound of at least 0.90, within 30 minutes."""
 
 import json
+from pathlib import Path
 
 import pytest
 from test_train import run_cli
@@ -21,3 +22,33 @@ def test_pipeline_preset_reaches_target(tmp_path, experiment):
     assert 0 < start["success_rate"] < 0.9, start
     assert final["success_rate"] >= 0.95 and final["wilson95"][0] >= 0.90, final
     assert summary["seconds"] < 30 * 60
+
+
+ROOT = Path(__file__).resolve().parents[1]
+# preset -> (demonstrations at most, gain over the clone at least, minutes at most), from docs/results.md
+OUTSIDE = {
+    "fetch_push_minari": (10, 0.20, 30),
+    "fetch_push_bc": (20, 0.30, 30),
+    "fetch_pick_and_place_bc": (20, 0.30, 30),
+    "robosuite_lift_bc": (20, 0.30, 60),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("experiment", list(OUTSIDE))
+def test_outside_pipeline_raises_the_clone(tmp_path, experiment):
+    """The outside tasks' pipelines (`pytest -m slow -k outside`, 30-60 minutes each on 2 cores):
+    GRPO from the clone gains at least the measured margin within the budget. The issue's 90%
+    target is not met in that budget on 2 cores; docs/results.md says what was."""
+    demos, gain, minutes = OUTSIDE[experiment]
+    run = tmp_path / "run"
+    minari = ROOT / "tests" / "data" / "minari" / "grpo-robot" / "fetch-push-expert-v0"
+    extra = [f"demos.path={minari}"] if "minari" in experiment else []  # the preset's path is relative to the root
+    args = (f"experiment={experiment}", *extra, "progress=false", f"hydra.run.dir={run}")
+    out = run_cli("train.py", *args, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    summary = json.loads((run / "summary.json").read_text())
+    start, final = summary["initial_policy"]["eval"], summary["eval"]
+    assert summary["initial_policy"]["demo_episodes"] <= demos
+    assert final["success_rate"] >= start["success_rate"] + gain, (start, final)
+    assert summary["seconds"] < minutes * 60

@@ -11,6 +11,7 @@ import yaml
 
 from grpo_robot.bench.curves import EVAL_TAG, first_reaching, read_scalars
 from grpo_robot.bench.markdown import rate_interval, row
+from grpo_robot.config import env_name
 from grpo_robot.machine import one_line
 
 
@@ -37,7 +38,7 @@ def run_row(run: Path, summary: dict, target: float) -> str:
     overrides = [o for o in overrides if not o.startswith("hydra.")]
     initial = summary.get("initial_policy") or {}
     return row(
-        config["env"]["task"],
+        env_name(config["env"]),
         config["seed"],
         initial.get("demo_episodes", "-"),
         interval(initial.get("eval")),
