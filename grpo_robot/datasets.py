@@ -38,9 +38,12 @@ def load_demos(path: str | Path, cfg: EnvConfig, env: Any, key: str = "demos.pat
     where = f"{key}={path}"
     path = resolve(path)
     if path.suffix == ".npz":
-        data = DemoDataset.load(path)
+        try:
+            data = DemoDataset.load(path)
+        except ValueError as err:
+            raise ValueError(f"{key}={err}") from None
     else:
-        data = _load_hdf5(path, cfg, env)
+        data = _load_hdf5(path, cfg, env, key)
     data.check_compatible(cfg, env, where)
     return data
 
@@ -63,12 +66,12 @@ def resolve(path: str | Path) -> Path:
 ROBOMIMIC_KEYS = {"object-state": "object"}  # robosuite's observation key -> robomimic's name for it
 
 
-def _load_hdf5(path: Path, cfg: EnvConfig, env: Any) -> DemoDataset:
+def _load_hdf5(path: Path, cfg: EnvConfig, env: Any, key: str) -> DemoDataset:
     import h5py
 
     main = path / "data" / "main_data.hdf5" if path.is_dir() else path
     if not main.is_file():
-        raise ValueError(f"{path}: not a demo dataset (a .npz, a Minari dataset directory or a robomimic .hdf5)")
+        raise ValueError(f"{key}={path} is not a demo dataset (a .npz, a Minari dataset directory, a robomimic .hdf5)")
     try:
         with h5py.File(main, "r") as f:
             if "data" in f and any(k.startswith("demo") for k in f["data"]):
@@ -76,8 +79,8 @@ def _load_hdf5(path: Path, cfg: EnvConfig, env: Any) -> DemoDataset:
             if any(k.startswith("episode_") for k in f):
                 return _minari(f, main, cfg, env)
     except (OSError, KeyError) as err:
-        raise ValueError(f"{main} is not a readable HDF5 demo dataset: {type(err).__name__}: {err}") from None
-    raise ValueError(f"{main}: neither the Minari layout (episode_*/observations, actions) nor the robomimic "
+        raise ValueError(f"{key}={main} is not a readable HDF5 demo dataset: {type(err).__name__}: {err}") from None
+    raise ValueError(f"{key}={main}: neither the Minari layout (episode_*/observations, actions) nor the robomimic "
                      "layout (data/demo_*/obs, actions)")  # fmt: skip
 
 
