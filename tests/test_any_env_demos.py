@@ -81,6 +81,12 @@ def test_an_env_that_can_be_neither_seeded_nor_copied_is_refused():
         Trainer(cfg, "/nonexistent")
 
 
+def test_a_copy_that_breaks_on_its_next_reset_is_refused_when_the_env_is_built():
+    with pytest.raises(ValueError, match=r"tried deepcopy \(world \d, a copy, failed its next reset: reset: "
+                                         r"RuntimeError: the simulator was released\)"):  # fmt: skip
+        GymGroupEnv(toy("SharedHandleReach", group_start="clone"), 4)
+
+
 def test_fetch_push_members_are_copied_through_the_physics_state():
     env = GymGroupEnv(EnvConfig(task=None, **FETCH_PUSH, group_start="clone"), 4)
     obs = env.reset([0, 0, 1, 1])

@@ -70,6 +70,34 @@ class UncopyableRandomReach(GlobalRandomReach):
         self.lock = threading.Lock()
 
 
+class _Handle:
+    """A resource that deep copies share (as robosuite's MjSim does with its simulator), and that
+    `close` releases for every copy."""
+
+    def __init__(self):
+        self.open = True
+
+    def __deepcopy__(self, memo):
+        return self
+
+
+class SharedHandleReach(GlobalRandomReach):
+    """Ignores its seed; a deep copy of it shares a handle that closing any copy releases, so a
+    copy of a copy fails its next reset."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.handle = _Handle()
+
+    def reset(self, *, seed=None, options=None):
+        if not self.handle.open:
+            raise RuntimeError("the simulator was released")
+        return super().reset(seed=seed, options=options)
+
+    def close(self):
+        self.handle.open = False
+
+
 SLIDER_XML = """
 <mujoco>
   <option timestep="0.01"/>
