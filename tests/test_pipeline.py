@@ -25,12 +25,13 @@ def test_pipeline_preset_reaches_target(tmp_path, experiment):
 
 
 ROOT = Path(__file__).resolve().parents[1]
-# preset -> (demonstrations at most, gain over the clone at least, minutes at most), from docs/results.md
+# preset -> (demonstrations at most, gain over the clone at least, final success at least, minutes at
+# most), from docs/results.md (seed 0 measured: +60.5, +53.5, 28.5% -> 95.5%, +87 points)
 OUTSIDE = {
-    "fetch_push_minari": (10, 0.20, 30),
-    "fetch_push_bc": (20, 0.30, 30),
-    "fetch_pick_and_place_bc": (20, 0.30, 30),
-    "robosuite_lift_bc": (20, 0.30, 60),
+    "fetch_push_minari": (10, 0.20, 0.0, 30),
+    "fetch_push_bc": (20, 0.30, 0.0, 30),
+    "fetch_pick_and_place_bc": (20, 0.30, 0.90, 30),
+    "robosuite_lift_bc": (20, 0.30, 0.0, 60),
 }
 
 
@@ -38,9 +39,10 @@ OUTSIDE = {
 @pytest.mark.parametrize("experiment", list(OUTSIDE))
 def test_outside_pipeline_raises_the_clone(tmp_path, experiment):
     """The outside tasks' pipelines (`pytest -m slow -k outside`, 30-60 minutes each on 2 cores):
-    GRPO from the clone gains at least the measured margin within the budget. The issue's 90%
-    target is not met in that budget on 2 cores; docs/results.md says what was."""
-    demos, gain, minutes = OUTSIDE[experiment]
+    GRPO from the clone gains at least the measured margin within the budget, and FetchPickAndPlace
+    reaches 90% (Wilson lower bound 0.85). FetchPush and robosuite Lift end below 90% in their
+    budgets on 2 cores; docs/results.md says what they reached."""
+    demos, gain, least, minutes = OUTSIDE[experiment]
     run = tmp_path / "run"
     minari = ROOT / "tests" / "data" / "minari" / "grpo-robot" / "fetch-push-expert-v0"
     extra = [f"demos.path={minari}"] if "minari" in experiment else []  # the preset's path is relative to the root
@@ -51,4 +53,5 @@ def test_outside_pipeline_raises_the_clone(tmp_path, experiment):
     start, final = summary["initial_policy"]["eval"], summary["eval"]
     assert summary["initial_policy"]["demo_episodes"] <= demos
     assert final["success_rate"] >= start["success_rate"] + gain, (start, final)
+    assert final["success_rate"] >= least and (not least or final["wilson95"][0] >= least - 0.05), final
     assert summary["seconds"] < minutes * 60
