@@ -65,6 +65,19 @@ class DemoDataset:
     spaces: dict[str, Any] = field(default_factory=dict)
     source: str = ""
 
+    @classmethod
+    def from_episodes(cls, episodes: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]], **meta: Any) -> DemoDataset:
+        """Episodes of (reset seed, obs [T, obs_dim], executed [T, action_dim], labels [T, action_dim])
+        back to back; `meta`: the other fields (env, noise, env_config, spaces, source)."""
+        return cls(
+            obs=np.concatenate([e[1] for e in episodes]).astype(np.float32),
+            actions=np.concatenate([e[2] for e in episodes]),
+            expert_actions=np.concatenate([e[3] for e in episodes]),
+            lengths=np.array([len(e[1]) for e in episodes], dtype=np.int64),
+            seeds=np.array([e[0] for e in episodes], dtype=np.int64),
+            **meta,
+        )
+
     @property
     def task(self) -> str | None:
         """The built-in task, or None for a Gymnasium env."""
@@ -234,19 +247,14 @@ def collect_demos(
             f"the {task.name} expert succeeded in only {len(kept)} of {attempted} episodes with noise={noise}; "
             f"lower the noise or raise max_attempts"
         )
-    lengths = np.array([len(k[1]) for k in kept], dtype=np.int64)
-    data = DemoDataset(
-        obs=np.concatenate([k[1] for k in kept]).astype(np.float32),
-        actions=np.concatenate([k[2] for k in kept]),
-        expert_actions=np.concatenate([k[3] for k in kept]),
-        lengths=lengths,
-        seeds=np.array([k[0] for k in kept], dtype=np.int64),
+    data = DemoDataset.from_episodes(
+        kept,
         env={"task": task.name, "version": task.version, "obs_dim": task.obs_dim, "action_dim": task.action_dim},
         noise=float(noise),
         env_config={"task": task.name},
         source=f"{task.name} scripted expert",
     )
-    return data, CollectStats(attempted, len(kept), failed, float(lengths.mean()))
+    return data, CollectStats(attempted, len(kept), failed, float(data.lengths.mean()))
 
 
 def env_config_of(data: DemoDataset) -> EnvConfig:
@@ -419,16 +427,11 @@ def collect_expert_demos(
             f"demos.episodes={episodes} within demos.max_attempts={max_attempts}; check the expert (its actions are "
             "in the env's own units), lower the noise, or raise max_attempts"
         )
-    lengths = np.array([len(k[1]) for k in kept], dtype=np.int64)
     inner = world.inner
     spaces = {"observation": str(inner.observation_space), "action": str(inner.action_space),
               "action_low": world._low.tolist(), "action_high": world._high.tolist()}  # fmt: skip
-    data = DemoDataset(
-        obs=np.concatenate([k[1] for k in kept]).astype(np.float32),
-        actions=np.concatenate([k[2] for k in kept]),
-        expert_actions=np.concatenate([k[3] for k in kept]),
-        lengths=lengths,
-        seeds=np.array([k[0] for k in kept], dtype=np.int64),
+    data = DemoDataset.from_episodes(
+        kept,
         env={**env_identity(env_cfg), "obs_keys": world.keys, "obs_dim": world.obs_dim,
              "action_dim": int(world.action_space.shape[0])},  # fmt: skip
         noise=float(noise),
@@ -436,4 +439,4 @@ def collect_expert_demos(
         spaces=spaces,
         source=f"expert {expert}",
     )
-    return data, CollectStats(attempted, len(kept), failed, float(lengths.mean()))
+    return data, CollectStats(attempted, len(kept), failed, float(data.lengths.mean()))
