@@ -366,7 +366,6 @@ class GymGroupEnv:
         first = OutcomeEnv(cfg, self.horizon, inner)
         # the observation layout and the action bounds: what a dataset must match, and how its actions map
         self.obs_keys, self.action_low, self.action_high = first.keys, first._low.copy(), first._high.copy()
-        self.spaces = {"observation": str(inner.observation_space), "action": str(inner.action_space)}
         if cfg.vector == "sync":  # the probed env becomes world 0
             fns = [lambda: first] + [functools.partial(_make_world, cfg, self.horizon)] * (B - 1)
             self.vec = gymnasium.vector.SyncVectorEnv(fns, autoreset_mode="Disabled")
