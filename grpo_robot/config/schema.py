@@ -56,6 +56,9 @@ class EnvConfig:
     # repeat) | clone: the first member resets, the others become copies of it (grpo_robot/env_state.py)
     group_start: str = choice("seed", "clone")
     check_seeding: bool = True  # seed: refuse unequal starts from equal seeds | clone: check that copies are faithful
+    # seconds one world's reset or step may take: a slower one is a hung world (async: its process is
+    # killed and replaced, the world failed; sync: the run saves and stops, a hung call cannot be interrupted)
+    step_timeout_s: float = 60.0
 
 
 ENV_KEY_ALIASES = {"import": "imports"}  # config spelling -> field name (`import` is a Python keyword)
