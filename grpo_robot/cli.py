@@ -7,6 +7,7 @@ on stderr naming the key and what is allowed, before any environment is built.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from importlib.resources import files
 from pathlib import Path
@@ -209,12 +210,120 @@ def compose_train_config(*overrides: str):
         return to_train_config(compose("config", overrides=list(overrides)))
 
 
+def _precompose(config_name: str, overrides: list[str]) -> tuple[list[DictConfig], DictConfig]:
+    """Compose `conf/<config_name>.yaml` with `overrides` as Hydra will, once per combination of
+    a multirun's sweep values (the first 64) -> (the configs, hydra node included; the config
+    without overrides). A Hydra error propagates."""
+    import itertools
+
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    choices = [[f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()] if o.is_sweep_override()
+               else [o.input_line] for o in parsed]  # fmt: skip
+    combos = list(itertools.islice(itertools.product(*choices), 64))
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        base = compose(config_name, return_hydra_config=True)
+        return [compose(config_name, overrides=list(c), return_hydra_config=True) for c in combos], base
+
+
+def _without_hydra(cfg: DictConfig) -> DictConfig:
+    from omegaconf import OmegaConf
+
+    return OmegaConf.create({k: v for k, v in OmegaConf.to_container(cfg).items() if k != "hydra"})
+
+
+def _override_value(path: Path | str) -> str:
+    """`path` as the value of a Hydra override (quoted when it has characters Hydra would parse)."""
+    text = str(path)
+    if re.fullmatch(r"[\w./+@-]+", text):
+        return text
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _run_dir_overrides(cfg: DictConfig, overrides: list[str], multirun: bool) -> list[str]:
+    """Claim and lock the directory a training run (or a multirun's sweep) writes into, before
+    Hydra writes anything there -> the overrides that point Hydra at it (grpo_robot/rundir.py)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from grpo_robot import rundir
+
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    keys = {o.get_key_element().lstrip("+~") for o in parsed}
+    if multirun:
+        swept = [o.get_key_element() for o in parsed if o.is_sweep_override()]
+        if not str(cfg.hydra.sweep.dir).strip():
+            raise rundir.RunDirError("hydra.sweep.dir='' is invalid: must name a directory for the runs")
+        sweep = rundir.claim(cfg.hydra.sweep.dir, unique="hydra.sweep.dir" not in keys)
+        extra = [f"hydra.sweep.dir={_override_value(sweep)}"]
+        if "hydra.sweep.subdir" not in keys and set(swept) - {"seed"}:  # one directory per job, named by its values
+            groups = set(cfg.hydra.runtime.choices.keys()) if "runtime" in cfg.hydra else set()
+            parts = [f"{k}=${{hydra:runtime.choices.{k}}}" if k in groups else f"{k}=${{{k}}}" for k in swept]
+            extra.append("hydra.sweep.subdir=" + _override_value(",".join(parts)))
+        return extra
+    if cfg.get("resume"):
+        run_dir = _resume_run_dir(str(cfg.resume))
+        if run_dir is not None:  # continue in the run's own directory, its first config kept in .hydra/
+            rundir.lock(run_dir, "resume")
+            n = 1 + len(list((run_dir / ".hydra").glob("resume-*")))
+            return [f"hydra.run.dir={_override_value(run_dir)}", f"hydra.output_subdir=.hydra/resume-{n}"]
+    explicit = "hydra.run.dir" in keys
+    run_dir = rundir.claim(cfg.hydra.run.dir, unique=not explicit)
+    rundir.lock(run_dir)
+    held = rundir.holds_run(run_dir) if explicit else None
+    if held:
+        raise rundir.RunDirError(f"hydra.run.dir={str(run_dir)!r} holds a run already ({held}); continue it with "
+                                 f"resume={run_dir}, or choose another directory")  # fmt: skip
+    return [f"hydra.run.dir={_override_value(run_dir)}"]
+
+
+def _resume_run_dir(resume: str) -> Path | None:
+    """The run directory that `resume=` names (a run directory, or a checkpoint in its
+    `checkpoints/`), or None for a checkpoint file kept elsewhere (a new directory then)."""
+    path = Path(resume)
+    if path.is_dir():
+        return path.resolve()
+    if path.is_file() and path.parent.name == "checkpoints":
+        return path.parent.parent.resolve()
+    return None
+
+
 def _run(config_name: str, task) -> None:
-    """Compose `conf/<config_name>.yaml` with Hydra (overrides from the command line) and run `task`."""
+    """Compose `conf/<config_name>.yaml` with Hydra (overrides from the command line) and run `task`.
+
+    The config is composed and validated here first, so that a bad value or a Hydra error is one
+    line and exit code 2 before Hydra creates any directory; a training run then claims and locks
+    its run directory (grpo_robot/rundir.py). Hydra's own flags (--help, --cfg, ...) skip this."""
+    from grpo_robot.config import validate
+    from grpo_robot.config.errors import hydra_error_line
+
     register_configs()
-    renamed = renamed_key_error(sys.argv[1:])
+    args = sys.argv[1:]
+    renamed = renamed_key_error(args)
     if renamed:
         _fail(renamed)
+    multirun = any(a in ("-m", "--multirun") for a in args)
+    if all(not a.startswith("-") or a in ("-m", "--multirun") for a in args):
+        overrides = [a for a in args if not a.startswith("-")]
+        base = None
+        try:
+            configs, base = _precompose(config_name, overrides)
+            if config_name == "config":
+                for composed in configs:
+                    validate(to_train_config(_without_hydra(composed)))
+                sys.argv = [sys.argv[0], *args, *_run_dir_overrides(configs[0], overrides, multirun)]
+        except (ValueError, FileNotFoundError) as err:
+            _fail(str(err))
+        except Exception as err:  # noqa: BLE001  (Hydra's and OmegaConf's errors, several lines each)
+            if base is None:  # where a misspelled key's parent lists its keys
+                try:
+                    base = _precompose(config_name, [])[1]
+                except Exception:  # noqa: BLE001
+                    pass
+            _fail(hydra_error_line(err, base))
     hydra.main(config_path=CONF_DIR, config_name=config_name, version_base="1.3")(task)()
 
 

@@ -1,0 +1,103 @@
+"""Run directories are never shared: each run claims its own and holds an exclusive lock on it
+(`<run dir>/.lock`, an advisory `flock` released by the kernel when the process ends, however it
+ends), taken before anything is written there.
+
+- `claim(path)`: the directory the run will write into. A default directory (a time stamp) that
+  another run created already gets a suffix (`-2`, `-3`, ...), created atomically, so two runs
+  started in the same second get two directories.
+- `lock(path)`: the lock, or a one-line `RunDirError` when another live process holds it.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+from pathlib import Path
+
+LOCK_NAME = ".lock"
+_held: dict[Path, int] = {}  # run dir -> the open lock file of this process
+
+
+class RunDirError(ValueError):
+    """A run directory that cannot be used; the message is one line."""
+
+
+def claim(path: str | Path, unique: bool) -> Path:
+    """Create the run directory `path` -> it; with `unique`, `path-2`, `path-3`, ... instead when
+    `path` exists already. Without `unique` an existing directory is used as it is."""
+    if not str(path).strip():
+        raise RunDirError("hydra.run.dir='' is invalid: must name a directory for the run's files")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not unique:
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+    for n in range(1, 10_000):
+        candidate = path if n == 1 else path.with_name(f"{path.name}-{n}")
+        try:
+            candidate.mkdir()  # atomic: exactly one process creates it
+            return candidate
+        except FileExistsError:
+            continue
+    raise RunDirError(f"hydra.run.dir={str(path)!r}: 10,000 runs exist with this name; choose another directory")
+
+
+def holder(path: str | Path) -> int | None:
+    """The pid written by the process that holds `path`'s lock, or None when no live process holds it."""
+    lock_file = Path(path) / LOCK_NAME
+    if Path(path).resolve() in _held:
+        return os.getpid()
+    try:
+        fd = os.open(lock_file, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    except OSError:
+        text = lock_file.read_text().strip()
+        return int(text) if text.isdigit() else -1
+    finally:
+        os.close(fd)
+
+
+def lock(path: str | Path, key: str = "hydra.run.dir") -> Path:
+    """Take the exclusive lock of run directory `path` for this process (again: a no-op) -> `path`.
+    `RunDirError` names the process that holds it."""
+    path = Path(path).resolve()
+    if path in _held:
+        return path
+    path.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as err:
+        os.close(fd)
+        if err.errno not in (errno.EAGAIN, errno.EACCES):
+            raise
+        pid = (path / LOCK_NAME).read_text().strip() or "?"
+        raise RunDirError(f"{key}={str(path)!r} is in use by another run (process {pid}); two runs never share "
+                          "a directory: wait for it, or choose another directory") from None  # fmt: skip
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    _held[path] = fd
+    return path
+
+
+def release(path: str | Path) -> None:
+    """Give up this process's lock of `path` (the file stays; a lock ends with the process anyway)."""
+    fd = _held.pop(Path(path).resolve(), None)
+    if fd is not None:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def holds_run(path: str | Path) -> str | None:
+    """What shows that directory `path` holds a run already (its checkpoint or summary), or None."""
+    path = Path(path)
+    for name in ("checkpoints/last.pt", "summary.json"):
+        if (path / name).exists():
+            return name
+    return None
