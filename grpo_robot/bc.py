@@ -60,9 +60,11 @@ def split_episodes(n_episodes: int, val_fraction: float, seed: int) -> tuple[np.
 def behaviour_clone(policy: Policy, data: DemoDataset, cfg: BCConfig, device: torch.device | str = "cpu") -> BCResult:
     """Fit `policy` (in place) to `data`; returns the learning curve and the early-stopping point.
 
-    The policy's observation normalizer is set to the training split's statistics first.
+    The policy's observation normalizer is set to the training split's statistics first. A dataset
+    with non-finite or inconsistent arrays is refused before any step (`demos.DatasetError`).
     """
     start = time.perf_counter()
+    data.check(data.source or "the demonstrations")  # finite and consistent, before any step (DatasetError)
     if (data.obs_dim, data.action_dim) != (policy.obs_dim, policy.action_dim):
         raise ValueError(
             f"the dataset has obs_dim={data.obs_dim}, action_dim={data.action_dim}; "

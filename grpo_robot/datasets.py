@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from grpo_robot.config import EnvConfig
-from grpo_robot.demos import DemoDataset
+from grpo_robot.demos import DatasetError, DemoDataset, check_finite, one_line
 
 
 def load_demos(path: str | Path, cfg: EnvConfig, env: Any, key: str = "demos.path") -> DemoDataset:
@@ -41,7 +41,7 @@ def load_demos(path: str | Path, cfg: EnvConfig, env: Any, key: str = "demos.pat
         try:
             data = DemoDataset.load(path)
         except ValueError as err:
-            raise ValueError(f"{key}={err}") from None
+            raise DatasetError(f"{key}={err}") from None
     else:
         data = _load_hdf5(path, cfg, env, key)
     data.check_compatible(cfg, env, where)
@@ -71,17 +71,54 @@ def _load_hdf5(path: Path, cfg: EnvConfig, env: Any, key: str) -> DemoDataset:
 
     main = path / "data" / "main_data.hdf5" if path.is_dir() else path
     if not main.is_file():
-        raise ValueError(f"{key}={path} is not a demo dataset (a .npz, a Minari dataset directory, a robomimic .hdf5)")
+        where = f"{key}={path}" + (f" (a directory without {main.relative_to(path)})" if path.is_dir() else "")
+        raise DatasetError(f"{where} is not a demo dataset (a .npz, a Minari dataset directory, a robomimic .hdf5)")
+    unreadable = f"{key}={main} is not a readable HDF5 demo dataset"
+    if main.stat().st_size == 0:
+        raise DatasetError(f"{unreadable}: the file is empty (0 bytes)")
     try:
         with h5py.File(main, "r") as f:
-            if "data" in f and any(k.startswith("demo") for k in f["data"]):
+            if "data" in f and isinstance(f["data"], h5py.Group) and any(k.startswith("demo") for k in f["data"]):
                 return _robomimic(f, main, cfg, env)
             if any(k.startswith("episode_") for k in f):
                 return _minari(f, main, cfg, env)
-    except (OSError, KeyError) as err:
-        raise ValueError(f"{key}={main} is not a readable HDF5 demo dataset: {type(err).__name__}: {err}") from None
-    raise ValueError(f"{key}={main}: neither the Minari layout (episode_*/observations, actions) nor the robomimic "
-                     "layout (data/demo_*/obs, actions)")  # fmt: skip
+            if "data" in f:
+                raise DatasetError(f"{key}={main}: its data group holds no demo_* episodes (robomimic layout)")
+    except DatasetError as err:
+        raise DatasetError(f"{key}={err}" if not str(err).startswith(f"{key}=") else str(err)) from None
+    except Exception as err:  # h5py's OSError/KeyError/TypeError for a damaged file or an unexpected layout
+        raise DatasetError(f"{unreadable}: {one_line(err)}") from None
+    raise DatasetError(f"{key}={main}: neither the Minari layout (episode_*/observations, actions) nor the robomimic "
+                       "layout (data/demo_*/obs, actions)")  # fmt: skip
+
+
+def _array(group: Any, name: str, where: str) -> np.ndarray:
+    """`group[name]`, a dataset of one or more rows, as float64 `[T, ...]`."""
+    import h5py
+
+    if name not in group:
+        raise DatasetError(f"{where} lacks {name!r} (it holds {', '.join(group) or 'nothing'})")
+    item = group[name]
+    if not isinstance(item, h5py.Dataset):
+        raise DatasetError(f"{where}/{name} is a group, not an array")
+    if item.ndim < 1 or item.shape[0] < 1:
+        raise DatasetError(f"{where}/{name} has shape {list(item.shape)}: it must hold one row per step")
+    try:
+        value = np.asarray(item[()], dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise DatasetError(f"{where}/{name} holds {item.dtype} values, not numbers ({one_line(err)})") from None
+    return value.reshape(len(value), -1)
+
+
+def _json_attr(text: Any, where: str) -> dict[str, Any]:
+    """A JSON object stored as text (an HDF5 attribute, a metadata file)."""
+    try:
+        value = json.loads(text.decode() if isinstance(text, bytes) else str(text))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise DatasetError(f"{where} is not valid JSON ({err})") from None
+    if not isinstance(value, dict):
+        raise DatasetError(f"{where} is a JSON {type(value).__name__}, not an object")
+    return value
 
 
 def _flat_obs(group: Any, keys: list[str] | None, where: str, aliases: dict[str, str]) -> np.ndarray:
@@ -90,20 +127,22 @@ def _flat_obs(group: Any, keys: list[str] | None, where: str, aliases: dict[str,
 
     if isinstance(group, h5py.Dataset):
         if keys is not None:
-            raise ValueError(f"{where}: the dataset's observations are one array, but the env observes a Dict "
-                             f"(env.obs_keys={keys})")  # fmt: skip
-        return np.asarray(group, dtype=np.float32).reshape(len(group), -1)
+            raise DatasetError(f"{where}: the dataset's observations are one array, but the env observes a Dict "
+                               f"(env.obs_keys={keys})")  # fmt: skip
+        return _array({"observations": group}, "observations", where).astype(np.float32)
     if keys is None:
-        raise ValueError(f"{where}: the dataset's observations are a Dict ({', '.join(group)}), but the env observes "
-                         "a Box")  # fmt: skip
+        raise DatasetError(f"{where}: the dataset's observations are a Dict ({', '.join(group)}), but the env "
+                           "observes a Box")  # fmt: skip
     parts = []
     for key in keys:
         name = key if key in group else aliases.get(key, key)
         if name not in group:
-            raise ValueError(f"{where}: the env observes {key!r} (env.obs_keys={keys}), which the dataset lacks; "
-                             f"it has {', '.join(group)}")  # fmt: skip
-        value = np.asarray(group[name], dtype=np.float32)
-        parts.append(value.reshape(len(value), -1))
+            raise DatasetError(f"{where}: the env observes {key!r} (env.obs_keys={keys}), which the dataset lacks; "
+                               f"it has {', '.join(group)}")  # fmt: skip
+        parts.append(_array(group, name, where).astype(np.float32))
+    rows = {len(part) for part in parts}
+    if len(rows) > 1:
+        raise DatasetError(f"{where}: its observation keys {keys} have different numbers of rows {sorted(rows)}")
     return np.concatenate(parts, axis=1)
 
 
@@ -113,12 +152,14 @@ def _dataset(episodes: list[tuple[np.ndarray, np.ndarray, int]], ident: dict[str
     from grpo_robot.gym_vector import unit_actions
 
     if not episodes:
-        raise ValueError(f"{where}: the dataset holds no episodes")
+        raise DatasetError(f"{where}: the dataset holds no episodes")
     dims = {a.shape[1] for _, a, _ in episodes}
     if dims != {env.action_dim}:
-        raise ValueError(f"{where}: the dataset's actions have {sorted(dims)} dimensions; {env.name} has "
-                         f"{env.action_dim}")  # fmt: skip
+        raise DatasetError(f"{where}: the dataset's actions have {sorted(dims)} dimensions; {env.name} has "
+                           f"{env.action_dim}")  # fmt: skip
     lengths = np.array([len(a) for _, a, _ in episodes], dtype=np.int64)
+    for name, column in (("obs", 0), ("actions", 1)):  # before the actions are clipped into [-1, 1]
+        check_finite(np.concatenate([e[column] for e in episodes]), lengths, f"{where}: {name}")
     low = getattr(env, "action_low", np.full(env.action_dim, -1.0))  # a built-in task acts in [-1, 1]
     high = getattr(env, "action_high", np.full(env.action_dim, 1.0))
     actions = unit_actions(np.concatenate([a for _, a, _ in episodes]), low, high)
@@ -130,8 +171,12 @@ def _dataset(episodes: list[tuple[np.ndarray, np.ndarray, int]], ident: dict[str
         expert_actions=actions,
         lengths=lengths,
         seeds=np.array([s for _, _, s in episodes], dtype=np.int64),
-        env={**ident, "obs_keys": None if keys is None else list(keys), "obs_dim": obs.shape[1],
-             "action_dim": actions.shape[1]},  # fmt: skip
+        env={
+            **ident,
+            "obs_keys": None if keys is None else list(keys),
+            "obs_dim": obs.shape[1],
+            "action_dim": actions.shape[1],
+        },
         source=source,
         spaces=spaces or {},
     )
@@ -148,20 +193,24 @@ def _minari(f: Any, main: Path, cfg: EnvConfig, env: Any) -> DemoDataset:
     episodes = []
     for name in sorted((k for k in f if k.startswith("episode_")), key=lambda k: int(k.split("_")[1])):
         group = f[name]
-        actions = np.asarray(group["actions"], dtype=np.float64).reshape(len(group["actions"]), -1)
-        obs = _flat_obs(group["observations"], keys, f"{where}/{name}", {})[: len(actions)]
+        if "observations" not in group:
+            raise DatasetError(f"{where}/{name} lacks 'observations' (it holds {', '.join(group) or 'nothing'})")
+        actions = _array(group, "actions", f"{where}/{name}")
+        obs = _flat_obs(group["observations"], keys, f"{where}/{name}/observations", {})[: len(actions)]
         if len(obs) != len(actions):
-            raise ValueError(f"{where}/{name}: {len(obs)} observations for {len(actions)} actions")
+            raise DatasetError(f"{where}/{name}: {len(obs)} observations for {len(actions)} actions")
         seed = group.attrs.get("seed")
         episodes.append((obs, actions, int(seed) if isinstance(seed, int | np.integer) else -1))
     ident: dict[str, Any] = {}
     spaces: dict[str, Any] = {}
     meta_path = main.parent / "metadata.json"
     if meta_path.is_file():
-        meta = json.loads(meta_path.read_text())
+        meta = _json_attr(meta_path.read_bytes(), str(meta_path))
         spaces = {k.removesuffix("_space"): meta[k] for k in ("observation_space", "action_space") if k in meta}
         spec = meta.get("env_spec")
-        spec = json.loads(spec) if isinstance(spec, str) else spec
+        spec = _json_attr(spec, f"{meta_path}: env_spec") if isinstance(spec, str) else spec
+        if spec is not None and not isinstance(spec, dict):
+            raise DatasetError(f"{meta_path}: env_spec is a {type(spec).__name__}, not an object")
         if spec:
             ident = {"id": spec.get("id"), "kwargs": spec.get("kwargs") or {}}
         source = f"minari {meta.get('dataset_id', main.parent.parent.name)}"
@@ -182,15 +231,16 @@ def _robomimic(f: Any, main: Path, cfg: EnvConfig, env: Any) -> DemoDataset:
     episodes = []
     for name in sorted((k for k in data if k.startswith("demo")), key=lambda k: int(k.rsplit("_", 1)[-1])):
         group = data[name]
-        actions = np.asarray(group["actions"], dtype=np.float64)
-        actions = actions.reshape(len(actions), -1)
-        obs = _flat_obs(group["obs"], keys, f"{where}/data/{name}", ROBOMIMIC_KEYS)
+        if "obs" not in group:
+            raise DatasetError(f"{where}/data/{name} lacks 'obs' (it holds {', '.join(group) or 'nothing'})")
+        actions = _array(group, "actions", f"{where}/data/{name}")
+        obs = _flat_obs(group["obs"], keys, f"{where}/data/{name}/obs", ROBOMIMIC_KEYS)
         if len(obs) != len(actions):
-            raise ValueError(f"{where}/data/{name}: {len(obs)} observations for {len(actions)} actions")
+            raise DatasetError(f"{where}/data/{name}: {len(obs)} observations for {len(actions)} actions")
         episodes.append((obs, actions, -1))
     ident: dict[str, Any] = {}
     if "env_args" in data.attrs:
-        args = json.loads(data.attrs["env_args"])
+        args = _json_attr(data.attrs["env_args"], f"{where}: data.attrs['env_args']")
         kwargs = dict(args.get("env_kwargs") or {})
         ident = {"kwargs": {"env_name": args.get("env_name"), **{k: v for k, v in kwargs.items() if k == "robots"}}}
         if isinstance(ident["kwargs"].get("robots"), list) and len(ident["kwargs"]["robots"]) == 1:

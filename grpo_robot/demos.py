@@ -52,6 +52,29 @@ FORMAT_VERSION = 2
 ARRAYS = ("obs", "actions", "expert_actions", "lengths", "seeds")
 
 
+class DatasetError(ValueError):
+    """A demonstration dataset that cannot be used: one line naming the file and what is wrong."""
+
+
+def check_finite(value: np.ndarray, lengths: np.ndarray, what: str) -> None:
+    """`DatasetError` if the `[steps, dim]` array `value` (episodes of `lengths` back to back) holds a
+    NaN or inf, naming `what` (e.g. "file: obs"), the first bad row and column, its episode and step."""
+    finite = np.isfinite(value)
+    if not finite.all():
+        row, col = (int(i) for i in np.argwhere(~finite)[0])
+        e = int(np.searchsorted(np.cumsum(lengths), row, side="right"))
+        step = row - int(np.sum(lengths[:e]))
+        name = what.rsplit(": ", 1)[-1]
+        raise DatasetError(f"{what}[{row}, {col}] is {value[row, col]} (episode {e}, step {step}); {name} must be "
+                           "finite")  # fmt: skip
+
+
+def one_line(err: BaseException) -> str:
+    """`Type: message` of an exception on one line (whitespace collapsed, at most 300 characters)."""
+    text = " ".join(str(err).split())
+    return f"{type(err).__name__}: {text[:300]}" if text else type(err).__name__
+
+
 @dataclass
 class DemoDataset:
     obs: np.ndarray
@@ -125,45 +148,112 @@ class DemoDataset:
 
     @classmethod
     def load(cls, path: str | Path) -> DemoDataset:
-        """Read a `.npz` written by `save`; anything else is a one-line `ValueError`."""
+        """Read a `.npz` written by `save`; anything else is a one-line `DatasetError` (a
+        `ValueError`) naming the file and what is wrong."""
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"no demo dataset at {path}")
+        unreadable = f"{path} is not a readable demo dataset (.npz)"
+        size = path.stat().st_size
+        if size == 0:
+            raise DatasetError(f"{unreadable}: the file is empty (0 bytes)")
+        if not zipfile.is_zipfile(path):
+            with open(path, "rb") as f:
+                truncated = f.read(2) == b"PK"
+            what = "truncated or corrupt zip archive" if truncated else "not a zip archive"
+            raise DatasetError(f"{unreadable}: {what} ({size} bytes)")
         try:
             with np.load(path, allow_pickle=False) as f:
-                version = int(f["format_version"]) if "format_version" in f else None
-                if version not in (1, FORMAT_VERSION):
-                    raise ValueError(f"demo format version {version!r}; this toolkit reads 1 and {FORMAT_VERSION}")
-                arrays = {name: f[name] for name in ARRAYS}
-                if version == 1:  # built-in tasks only
-                    env = {"task": str(f["task"]), "version": int(f["task_version"])}
-                    meta = {"env": env, "env_config": {"task": env["task"]}, "source": f"{env['task']} expert"}
-                else:
-                    meta = {k: json.loads(str(f[k])) for k in ("env", "env_config", "spaces")}
-                    meta["source"] = str(f["source"])
-                data = cls(**arrays, **meta, noise=float(f["noise"]))
-        except (OSError, EOFError, KeyError, zipfile.BadZipFile, json.JSONDecodeError) as err:
-            raise ValueError(f"{path} is not a readable demo dataset (.npz): {type(err).__name__}: {err}") from None
-        except ValueError as err:
-            raise ValueError(f"{path}: {err}") from None
+                data = cls._from_npz(f, path)
+        except DatasetError:
+            raise
+        except Exception as err:  # zip, zlib, npy-header and OS errors of a damaged archive
+            raise DatasetError(f"{unreadable}: {one_line(err)}") from None
+        data.check(str(path))
         data.env.setdefault("obs_dim", data.obs_dim)
         data.env.setdefault("action_dim", data.action_dim)
-        data.check(str(path))
         return data
 
+    @classmethod
+    def _from_npz(cls, f: Any, path: Path) -> DemoDataset:
+        def read(name: str) -> np.ndarray:
+            if name not in f.files:
+                raise DatasetError(f"{path} lacks the array {name!r} (it holds {', '.join(sorted(f.files)) or 'none'})")
+            try:
+                return f[name]
+            except ValueError as err:  # an object array (pickled Python objects), or a damaged header
+                raise DatasetError(f"{path}: array {name!r} cannot be read safely: {one_line(err)}") from None
+
+        def scalar(name: str, kind: type) -> Any:
+            value = read(name)
+            if value.shape != ():
+                raise DatasetError(f"{path}: {name!r} must be a single value, got an array of shape {value.shape}")
+            try:
+                return kind(value)
+            except (TypeError, ValueError):
+                raise DatasetError(f"{path}: {name!r} is {value!r:.60}, not a {kind.__name__}") from None
+
+        def json_dict(name: str) -> dict[str, Any]:
+            try:
+                value = json.loads(scalar(name, str))
+            except json.JSONDecodeError as err:
+                raise DatasetError(f"{path}: {name!r} is not valid JSON ({err})") from None
+            if not isinstance(value, dict):
+                raise DatasetError(f"{path}: {name!r} is a JSON {type(value).__name__}, not an object")
+            return value
+
+        version = scalar("format_version", int) if "format_version" in f.files else None
+        if version not in (1, FORMAT_VERSION):
+            raise DatasetError(f"{path}: demo format version {version!r}; this toolkit reads 1 and {FORMAT_VERSION}")
+        arrays = {name: read(name) for name in ARRAYS}
+        if version == 1:  # built-in tasks only
+            env = {"task": scalar("task", str), "version": scalar("task_version", int)}
+            meta = {"env": env, "env_config": {"task": env["task"]}, "source": f"{env['task']} expert"}
+        else:
+            meta = {k: json_dict(k) for k in ("env", "env_config", "spaces")}
+            meta["source"] = scalar("source", str)
+        return cls(**arrays, **meta, noise=scalar("noise", float))
+
     def check(self, where: str) -> None:
-        """`ValueError` unless the arrays are consistent and finite."""
+        """`DatasetError` (a `ValueError`) unless the arrays have the layout of the file format
+        (ranks, dtypes, lengths that add up), hold at least one episode, and are finite; a
+        non-finite value is named by array, row and column, episode and step."""
+        for name in ARRAYS:
+            value = getattr(self, name)
+            if not isinstance(value, np.ndarray):
+                raise DatasetError(f"{where}: {name} is a {type(value).__name__}, not an array")
+            kinds = "iu" if name in ("lengths", "seeds") else "fiub"
+            if value.dtype.kind not in kinds:
+                want = "integers" if name in ("lengths", "seeds") else "numbers"
+                raise DatasetError(f"{where}: {name} holds {value.dtype} values, not {want}")
+            rank = 1 if name in ("lengths", "seeds") else 2
+            if value.ndim != rank:
+                layout = "[episodes]" if rank == 1 else "[steps, dim]"
+                raise DatasetError(f"{where}: {name} has shape {list(value.shape)}; it must be a {layout} array")
+        if self.expert_actions.shape != self.actions.shape:
+            raise DatasetError(f"{where}: expert_actions has shape {list(self.expert_actions.shape)}, actions "
+                               f"{list(self.actions.shape)}; they must match")  # fmt: skip
+        if len(self.lengths) == 0:
+            raise DatasetError(f"{where}: the dataset holds no episodes")
+        if len(self.seeds) != len(self.lengths):
+            raise DatasetError(f"{where}: {len(self.lengths)} episode lengths but {len(self.seeds)} seeds; lengths "
+                               "and seeds must be one per episode")  # fmt: skip
+        if (self.lengths < 1).any():
+            e = int(np.flatnonzero(self.lengths < 1)[0])
+            raise DatasetError(f"{where}: episode {e} has length {int(self.lengths[e])}; lengths must be >= 1")
         steps = int(self.lengths.sum())
-        shapes = {name: getattr(self, name).shape for name in ARRAYS}
-        if self.obs.ndim != 2 or self.actions.ndim != 2 or self.expert_actions.shape != self.actions.shape:
-            raise ValueError(f"{where}: obs and actions must be [steps, dim] arrays, got shapes {shapes}")
-        if len(self.seeds) != len(self.lengths) or (self.lengths < 1).any():
-            raise ValueError(f"{where}: lengths and seeds must be one positive length and one seed per episode")
         if not (len(self.obs) == len(self.actions) == steps):
-            raise ValueError(f"{where}: obs/actions rows do not match the episode lengths (sum {steps})")
+            raise DatasetError(f"{where}: obs has {len(self.obs)} rows and actions {len(self.actions)}, but the "
+                               f"episode lengths add up to {steps}")  # fmt: skip
+        if self.obs.shape[1] < 1 or self.actions.shape[1] < 1:
+            raise DatasetError(f"{where}: obs {list(self.obs.shape)} and actions {list(self.actions.shape)} must have "
+                               "at least one column")  # fmt: skip
+        for key, dim in (("obs_dim", self.obs.shape[1]), ("action_dim", self.actions.shape[1])):
+            recorded = self.env.get(key) if isinstance(self.env, dict) else None
+            if recorded is not None and recorded != dim:
+                raise DatasetError(f"{where}: its env records {key}={recorded}, but the arrays have {dim} columns")
         for name in ("obs", "actions", "expert_actions"):
-            if not np.isfinite(getattr(self, name)).all():
-                raise ValueError(f"{where}: {name} holds non-finite values (NaN or inf)")
+            check_finite(getattr(self, name), self.lengths, f"{where}: {name}")
 
     def check_compatible(self, cfg: EnvConfig, env: Any, where: str = "dataset") -> None:
         """Refuse a dataset recorded on another env, task version, observation layout or size."""
