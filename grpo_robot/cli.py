@@ -21,20 +21,59 @@ from grpo_robot.config import ConfigError, register_configs, renamed_key_error, 
 CONF_DIR = str(files("grpo_robot.conf"))  # conf/ of the source tree, installed as grpo_robot.conf
 
 
-def _fail(message: str) -> None:
+def _fail(message: str, code: int = 2) -> None:
+    """One line on stderr and exit: code 2 for bad input (before any work), 1 for a failure during it."""
     print(f"error: {message}", file=sys.stderr)
-    sys.exit(2)
+    sys.exit(code)
+
+
+# the config keys the command line's overrides changed (set by `_run` when it composes the config)
+_touched: set[str] = set()
+
+
+def _resume_config(cfg: DictConfig):
+    """The config of `resume=<run>`: the checkpoint's, with the keys this command line's overrides
+    touched taken from it (`check_same_run` refuses the ones that would change what is trained)
+    -> (the config, the checkpoint)."""
+    from omegaconf import OmegaConf
+
+    from grpo_robot import checkpoint
+    from grpo_robot.resume import resumed_config
+
+    ckpt = checkpoint.load(cfg.resume, purpose="resume")
+    mine = OmegaConf.to_container(cfg, resolve=True)
+    return resumed_config(ckpt["config"], mine, _touched | {"resume"}), ckpt
 
 
 def _train(cfg: DictConfig) -> float | None:
     from grpo_robot.trainer import Trainer
 
+    run_dir = HydraConfig.get().runtime.output_dir
     try:
-        trainer = Trainer(to_train_config(cfg), HydraConfig.get().runtime.output_dir)
+        train_cfg = to_train_config(cfg)
+        if train_cfg.resume:
+            from grpo_robot.resume import check_same_run
+
+            train_cfg, ckpt = _resume_config(cfg)
+            check_same_run(ckpt["config"], train_cfg, f"resume={train_cfg.resume}")
+            done, budget = int(ckpt["iteration"]), train_cfg.max_env_steps
+            if done >= train_cfg.iterations or (budget is not None and int(ckpt["env_steps"]) >= budget):
+                over = done >= train_cfg.iterations
+                limit = f"iterations={train_cfg.iterations}" if over else f"max_env_steps={budget}"
+                print(
+                    f"{train_cfg.resume} finished already: {done} iterations, {int(ckpt['env_steps']):,} env steps "
+                    f"({limit}); nothing to do. To train longer, resume with a larger {limit.split('=')[0]}=..."
+                )
+                return None
+        trainer = Trainer(train_cfg, run_dir)
     except (ValueError, FileNotFoundError) as err:  # ConfigError, or an init_from/demos that does not fit
         _fail(str(err))
+    from grpo_robot.checkpoint import WriteError
+
     try:
         summary = trainer.run()
+    except (WriteError, ValueError) as err:  # the run directory cannot be written or locked
+        _fail(str(err), code=1)
     finally:
         trainer.close()
     result = trainer.last_eval
@@ -44,6 +83,19 @@ def _train(cfg: DictConfig) -> float | None:
     if result is not None:
         print(f"eval on {len(result.success)} held-out seeds: {result.summary()}")
     print(f"run directory: {summary['run_dir']}")
+    last = trainer.checkpoint_path("last")
+    resume = f"continue with: python scripts/train.py resume={summary['run_dir']}"
+    if summary["stopped"] == "signal":
+        import signal
+
+        saved = f"saved iteration {summary['iterations']} to {last}" if last.exists() else "nothing saved"
+        print(f"stopped by {summary['signal']}: {saved}; {resume}", file=sys.stderr)
+        sys.exit(128 + int(getattr(signal, summary["signal"])))
+    if summary["stopped"] == "error":
+        saved = f"the last completed iteration ({summary['iterations']}) is in {last}" if last.exists() else \
+            "nothing was saved"  # fmt: skip
+        print(f"error: {summary['error']} ({saved}; {resume})", file=sys.stderr)
+        sys.exit(1)
     return None if result is None else result.rate
 
 
@@ -61,15 +113,12 @@ def _evaluate(cfg: DictConfig) -> None:
             raise ConfigError(f"n_seeds={cfg.n_seeds!r} is invalid: must be >= 1")
         validate_device(cfg.device)
         path = checkpoint.resolve(cfg.checkpoint)
-    except (ConfigError, FileNotFoundError) as err:
-        _fail(str(err))
-    device = resolve_device(cfg.device)
-    ckpt = checkpoint.load(path, map_location=device)
-    train_cfg: TrainConfig = to_train_config(ckpt["config"])
-    policy = checkpoint.policy_from_record(ckpt["policy"], device)
-    try:
+        device = resolve_device(cfg.device)
+        ckpt = checkpoint.load(path, map_location=device, purpose="evaluate")
+        train_cfg: TrainConfig = to_train_config(ckpt["config"])
+        policy = checkpoint.policy_from_record(ckpt["policy"], device)
         env = make_eval_env(train_cfg, cfg.n_seeds)
-    except ValueError as err:
+    except (ValueError, FileNotFoundError) as err:
         _fail(str(err))
     generator = iteration_generator(cfg.seed, 0, device, STREAM_EVAL)
     result = evaluate(
@@ -85,7 +134,10 @@ def _evaluate(cfg: DictConfig) -> None:
     output = Path(cfg.output) if cfg.output else path.with_name(f"{path.stem}_eval_{cfg.n_seeds}_{mode}.json")
     env.close()
     record = {"checkpoint": str(path), "task": env.name, "mode": mode, **result.to_json()}
-    output.write_text(json.dumps(record, indent=1))
+    try:
+        checkpoint.write_text_atomic(output, json.dumps(record, indent=1))
+    except OSError as err:
+        _fail(str(err), code=1)
     print(f"{env.name}, {mode}, {path}: {result.summary()}")
     print(f"per-seed outcomes: {output}")
 
@@ -121,7 +173,12 @@ def _collect_demos(cfg: DictConfig) -> None:
         _fail(str(err))
     name = env_name(env_cfg).replace("/", "_").replace(":", "_")
     output = Path(cfg.output or f"demos/{name}_{d.episodes}.npz")
-    path = data.save(output)
+    from grpo_robot.checkpoint import WriteError, write_text_atomic
+
+    try:
+        path = data.save(output)
+    except OSError as err:
+        _fail(str(WriteError(output, err) if not isinstance(err, WriteError) else err), code=1)
     seeded = data.seeds[data.seeds >= 0]
     summary = {
         "dataset": str(path),
@@ -133,7 +190,10 @@ def _collect_demos(cfg: DictConfig) -> None:
         "seeds": [int(seeded[0]), int(seeded[-1])] if len(seeded) else None,
         **stats.to_json(),
     }
-    path.with_suffix(".json").write_text(json.dumps(summary, indent=1))
+    try:
+        write_text_atomic(path.with_suffix(".json"), json.dumps(summary, indent=1))
+    except OSError as err:
+        _fail(str(err), code=1)
     print(
         f"{env_name(env_cfg)}: kept {stats.kept} of {stats.attempted} expert episodes (noise {d.noise}), "
         f"{summary['steps']} steps, mean length {stats.mean_length:.1f} -> {path}"
@@ -196,7 +256,10 @@ def _pretrain_bc(cfg: DictConfig) -> None:
     else:
         default = Path(f"{dataset.name}_bc_{policy_cfg.type}.pt")
     output = Path(cfg.output or default)
-    checkpoint.save_atomic(checkpoint_from_bc(policy, train_cfg, str(cfg.dataset), result, evaluation), output)
+    try:
+        checkpoint.save_atomic(checkpoint_from_bc(policy, train_cfg, str(cfg.dataset), result, evaluation), output)
+    except (OSError, ValueError) as err:  # a full disk, or a clone with non-finite weights
+        _fail(str(err), code=1)
     print(f"checkpoint: {output}")
 
 
@@ -210,10 +273,11 @@ def compose_train_config(*overrides: str):
         return to_train_config(compose("config", overrides=list(overrides)))
 
 
-def _precompose(config_name: str, overrides: list[str]) -> tuple[list[DictConfig], DictConfig]:
+def _precompose(config_name: str, overrides: list[str]) -> list[DictConfig]:
     """Compose `conf/<config_name>.yaml` with `overrides` as Hydra will, once per combination of
-    a multirun's sweep values (the first 64) -> (the configs, hydra node included; the config
-    without overrides). A Hydra error propagates."""
+    a multirun's sweep values (the first 64) -> the configs, hydra node included. A Hydra error
+    propagates."""
+    import copy
     import itertools
 
     from hydra import compose, initialize_config_dir
@@ -226,8 +290,39 @@ def _precompose(config_name: str, overrides: list[str]) -> tuple[list[DictConfig
     combos = list(itertools.islice(itertools.product(*choices), 64))
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        base = compose(config_name, return_hydra_config=True)
-        return [compose(config_name, overrides=list(c), return_hydra_config=True) for c in combos], base
+        # copies: Hydra reuses the nodes of one composition in the next
+        return [copy.deepcopy(compose(config_name, overrides=list(c), return_hydra_config=True)) for c in combos]
+
+
+def _touched_keys(overrides: list[str], composed: DictConfig) -> set[str]:
+    """The config leaves that `overrides` set: a key's own leaves, every leaf of a group's package
+    (`env=push_cube`: env.*), and for `experiment=` the keys its file sets (and the groups it overrides)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    from grpo_robot.resume import flatten
+
+    leaves = list(flatten(OmegaConf.to_container(_without_hydra(composed))))
+    groups = set(composed.hydra.runtime.choices.keys())
+
+    def under(prefix: str) -> set[str]:
+        return {k for k in leaves if k == prefix or k.startswith(f"{prefix}.")}
+
+    touched: set[str] = set()
+    for o in OverridesParser.create().parse_overrides(overrides):
+        key = o.get_key_element().lstrip("+~")
+        if key.startswith("hydra."):
+            continue
+        if key == "experiment" and o.value() is not None:
+            spec = OmegaConf.to_container(OmegaConf.load(Path(CONF_DIR) / "experiment" / f"{o.value()}.yaml"))
+            for entry in spec.pop("defaults", None) or []:
+                for name in entry if isinstance(entry, dict) else []:
+                    touched |= under(name.split("/")[-1])  # `override /env: push_cube`
+            touched |= {k for k in flatten(spec) if k in leaves}
+        else:
+            touched |= under(key) if key in leaves or key in groups or any(k.startswith(f"{key}.") for k in leaves) \
+                else set()  # fmt: skip
+    return touched
 
 
 def _without_hydra(cfg: DictConfig) -> DictConfig:
@@ -308,21 +403,21 @@ def _run(config_name: str, task) -> None:
     multirun = any(a in ("-m", "--multirun") for a in args)
     if all(not a.startswith("-") or a in ("-m", "--multirun") for a in args):
         overrides = [a for a in args if not a.startswith("-")]
-        base = None
         try:
-            configs, base = _precompose(config_name, overrides)
+            configs = _precompose(config_name, overrides)
             if config_name == "config":
                 for composed in configs:
                     validate(to_train_config(_without_hydra(composed)))
+                _touched.clear()
+                _touched.update(_touched_keys(overrides, configs[0]))
                 sys.argv = [sys.argv[0], *args, *_run_dir_overrides(configs[0], overrides, multirun)]
         except (ValueError, FileNotFoundError) as err:
             _fail(str(err))
         except Exception as err:  # noqa: BLE001  (Hydra's and OmegaConf's errors, several lines each)
-            if base is None:  # where a misspelled key's parent lists its keys
-                try:
-                    base = _precompose(config_name, [])[1]
-                except Exception:  # noqa: BLE001
-                    pass
+            try:  # where a misspelled key's parent lists its keys
+                base = _precompose(config_name, [])[0]
+            except Exception:  # noqa: BLE001
+                base = None
             _fail(hydra_error_line(err, base))
     hydra.main(config_path=CONF_DIR, config_name=config_name, version_base="1.3")(task)()
 

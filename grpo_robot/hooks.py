@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from grpo_robot.checkpoint import WriteError
 from grpo_robot.config import TrainConfig
 from grpo_robot.evaluation import EvalResult
 
@@ -69,8 +70,13 @@ class Budget(Hook):
         self.max_env_steps = max_env_steps
 
     def should_stop(self, trainer: Trainer, record: IterationRecord) -> bool:
-        out_of_time = self.seconds is not None and trainer.elapsed() > self.seconds
-        return out_of_time or (self.max_env_steps is not None and record.env_steps >= self.max_env_steps)
+        if self.seconds is not None and trainer.elapsed() > self.seconds:
+            trainer.stopped = "time_limit_min"
+        elif self.max_env_steps is not None and record.env_steps >= self.max_env_steps:
+            trainer.stopped = "max_env_steps"
+        else:
+            return False
+        return True
 
 
 class Evaluation(Hook):
@@ -109,6 +115,7 @@ class Evaluation(Hook):
         if self.target is None or trainer.target.get("reached") or result.rate < self.target:
             return False
         seconds = trainer.elapsed()
+        trainer.stopped = "target_success"
         trainer.target.update(reached=True, iteration=trainer.iteration, env_steps=trainer.env_steps,
                               success=result.rate, seconds=seconds,
                               train_seconds=seconds - trainer.eval_seconds)  # fmt: skip
@@ -127,27 +134,43 @@ class Checkpoints(Hook):
 
 
 class TensorBoard(Hook):
-    """Writes every logged scalar to `<run_dir>/tb`."""
+    """Writes every logged scalar to `<run_dir>/tb`. A write that fails (a full disk) ends the run
+    with a one-line `WriteError` naming the folder; the checkpoints written before stay intact."""
 
     def __init__(self) -> None:
         self.writer = None
+        self.folder = None
 
     def on_start(self, trainer: Trainer) -> None:
         if self.writer is None:
             from torch.utils.tensorboard import SummaryWriter
 
-            self.writer = SummaryWriter(str(trainer.run_dir / "tb"))
+            self.folder = trainer.run_dir / "tb"
+            self.writer = SummaryWriter(str(self.folder))
 
     def on_log(self, trainer: Trainer, scalars: dict[str, float], step: int) -> None:
         if self.writer is None:
             self.on_start(trainer)
-        for tag, value in scalars.items():
-            self.writer.add_scalar(tag, value, step)
+        try:
+            for tag, value in scalars.items():
+                self.writer.add_scalar(tag, value, step)
+        except OSError as err:
+            writer, self.writer = self.writer, None
+            _close_quietly(writer)
+            raise WriteError(self.folder, err) from None
 
     def close(self) -> None:
         if self.writer is not None:
-            self.writer.close()
+            _close_quietly(self.writer)
             self.writer = None
+
+
+def _close_quietly(writer) -> None:
+    """Close a SummaryWriter whose folder may not take more (its error was reported already)."""
+    try:
+        writer.close()
+    except OSError:
+        pass
 
 
 class ProgressBar(Hook):

@@ -7,6 +7,12 @@
 `train_iteration()` is one pass down that corridor; `run()` is the loop around it and the
 hooks. Scripts and tests call the same two.
 
+Nothing is lost when a run ends early: after every iteration the trainer keeps a copy of its state
+(the "boundary", what `last.pt` would hold); a signal (grpo_robot/signals.py), an error that ends the
+run (a broken env, an update that stays non-finite, a disk that is full) or a hung env
+(grpo_robot/lifecycle.py) writes that state as `last.pt`, and `summary.json` says why the run
+stopped (`"stopped"`: iterations, max_env_steps, time_limit_min, target_success, signal, error).
+
 Metric names (TensorBoard, x-axis = env steps):
   charts/  train_success, eval_success, eval_success_low, eval_success_high, mixed_groups,
            mean_abs_advantage, failed_worlds, env_steps_per_s; with dynamic sampling also
@@ -22,13 +28,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 import torch
 from omegaconf import OmegaConf
 
-from grpo_robot import checkpoint, machine
+from grpo_robot import checkpoint, lifecycle, machine, rundir
 from grpo_robot.algo import ADVANTAGE_ESTIMATORS, mixed_fraction
 from grpo_robot.config import TrainConfig, config_dict, policy_kwargs, validate
 from grpo_robot.device import resolve_device
@@ -38,7 +45,12 @@ from grpo_robot.hooks import Hook, IterationRecord, default_hooks
 from grpo_robot.policies import Policy, build_policy
 from grpo_robot.rollout import GroupSampler
 from grpo_robot.seeding import STREAM_EVAL, eval_seeds, iteration_generator
-from grpo_robot.update import AdvantageSource, GroupAdvantages, Learner
+from grpo_robot.signals import Interrupted, SignalGuard
+from grpo_robot.update import AdvantageSource, GroupAdvantages, Learner, TrainingDiverged
+
+# what ends a run early with an error, its last completed iteration saved: a broken env, an update
+# that keeps going non-finite, a file that cannot be written
+RUN_ERRORS: tuple[type[BaseException], ...] = (TrainingDiverged, checkpoint.WriteError, checkpoint.NonFiniteError)
 
 
 class Trainer:
@@ -95,9 +107,19 @@ class Trainer:
         self.target: dict[str, Any] = {} if cfg.target_success is None else {"target": cfg.target_success,
                                                                               "reached": False}  # fmt: skip
         self.stop = False  # a hook's request to end the run before the next iteration
+        self.stopped: str | None = None  # why the run ended (summary.json's "stopped")
+        self.error: str | None = None  # the one-line error that ended it, if one did
+        self.signal: str | None = None  # the signal that ended it, if one did
+        self.guard: SignalGuard | None = None  # while run() runs
+        self._boundary: dict[str, Any] | None = None  # state() after the last completed iteration, copied
+        self._config_record = config_dict(cfg)
         self.start_time = time.perf_counter()
         if cfg.resume:
-            self._restore(checkpoint.load(cfg.resume, map_location=self.device))
+            from grpo_robot.resume import check_same_run
+
+            ckpt = checkpoint.load(cfg.resume, map_location=self.device, purpose="resume")
+            check_same_run(ckpt["config"], cfg, f"resume={cfg.resume}")
+            self._restore(ckpt)
 
     @property
     def policy(self) -> Policy:
@@ -115,7 +137,8 @@ class Trainer:
         """One iteration: draw the groups, score them, update the policy. -> its metrics."""
         it = self.iteration
         t0 = time.perf_counter()
-        batch, sampling = self.sampler.sample(self.policy, it)
+        with self.guard.abandonable() if self.guard is not None else nullcontext():  # nothing changed yet
+            batch, sampling = self.sampler.sample(self.policy, it)
         t1 = time.perf_counter()
         advantages, adv_metrics = self.advantage_source.advantages(batch, self.policy)
         update = self.learner.update(batch, advantages, it, self.advantage_source.every_step)
@@ -136,38 +159,106 @@ class Trainer:
         return IterationRecord(self.iteration, self.env_steps, scalars, final=self.iteration >= self.cfg.iterations)
 
     def run(self) -> dict[str, Any]:
-        """Train until `cfg.iterations`, a budget or a target; write `summary.json` -> the summary."""
-        cfg = self.cfg
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        (self.run_dir / "resolved_config.yaml").write_text(OmegaConf.to_yaml(config_dict(cfg)))
+        """Train until `cfg.iterations`, a budget, a target, a signal or an error; write `summary.json`
+        -> the summary. The run directory is locked for this process first (grpo_robot/rundir.py)."""
+        rundir.lock(self.run_dir, "run directory")
+        for stale in (self.run_dir / "checkpoints").glob(".*.tmp"):  # a write cut short by SIGKILL
+            stale.unlink(missing_ok=True)
+        checkpoint.write_text_atomic(self.run_dir / "resolved_config.yaml", OmegaConf.to_yaml(self._config_record))
         self.start_time = time.perf_counter()
+        remove_emergency = lifecycle.on_emergency(self._emergency)
         try:
-            if cfg.pretrain and self.iteration == 0 and not cfg.resume:
-                from grpo_robot.bc import pretrain_stage
-
-                self.pretrained = pretrain_stage(cfg, self.run_dir, self.demos, self.device, self._adopt)
-            for hook in self.hooks:
-                hook.on_start(self)
-            while self.iteration < cfg.iterations and not self.stop:
-                record = self.train_iteration()
-                stops = [hook.should_stop(self, record) for hook in self.hooks]  # every hook is asked
-                record.final = record.final or any(stops)
+            with SignalGuard() as self.guard:
+                try:
+                    self._loop()
+                    self.guard.stopping()
+                except Interrupted:
+                    self.guard.stopping()
+                    self.stopped = "signal"
+                    self._roll_back()
+                except RUN_ERRORS as err:
+                    self.guard.stopping()
+                    self.stopped, self.error = "error", str(err)
+                    self._roll_back()
+                if self.stopped == "signal":
+                    self.signal = self.guard.name
+                summary = self.summary()
                 for hook in self.hooks:
-                    hook.after_iteration(self, record)
-                self.log(record.scalars, record.env_steps)
-                self.stop = record.final
-            summary = self.summary()
-            for hook in self.hooks:
-                hook.on_end(self, summary)
+                    hook.on_end(self, summary)
         finally:
+            self.guard = None
+            remove_emergency()
             for hook in self.hooks:
                 hook.close()
+        try:
+            self._write_summary(summary)
+        except checkpoint.WriteError as err:
+            if self.error is None:
+                summary.update(stopped="error", error=str(err))
+        return summary
+
+    def _loop(self) -> None:
+        cfg = self.cfg
+        if cfg.pretrain and self.iteration == 0 and not cfg.resume:
+            from grpo_robot.bc import pretrain_stage
+
+            self.pretrained = pretrain_stage(cfg, self.run_dir, self.demos, self.device, self._adopt)
+        for hook in self.hooks:
+            hook.on_start(self)
+        self._boundary = self._snapshot()
+        self.stopped = "target_success" if self.stop else None
+        while self.iteration < cfg.iterations and not self.stop:
+            if self.guard is not None and self.guard.received is not None:
+                self.stopped = "signal"
+                break
+            record = self.train_iteration()
+            stops = [hook.should_stop(self, record) for hook in self.hooks]  # every hook is asked
+            record.final = record.final or any(stops)
+            for hook in self.hooks:
+                hook.after_iteration(self, record)
+            self.log(record.scalars, record.env_steps)
+            self._boundary = self._snapshot()
+            self.stop = record.final
+        if self.stopped == "signal":
+            self.save("last")  # the boundary just reached
+        self.stopped = self.stopped or "iterations"
+
+    def _snapshot(self) -> dict[str, Any]:
+        """`state()` with every tensor copied: what `last.pt` holds now, kept while training goes on."""
+        return _copied(self.state())
+
+    def _roll_back(self) -> None:
+        """Back to the last completed iteration (the boundary) and save it as `last.pt`; nothing is
+        saved when no iteration was completed in this run (a stop during the behaviour-cloning stage)."""
+        if self._boundary is None:
+            return
+        self._restore(self._boundary)
+        try:
+            self.save("last")
+        except (Interrupted, checkpoint.WriteError) as err:  # the previous last.pt stays intact
+            if isinstance(err, checkpoint.WriteError) and self.error is None:
+                self.stopped, self.error = "error", str(err)
+
+    def _emergency(self, reason: str) -> str:
+        """From another thread, while the main thread hangs in an env: write the boundary as
+        `last.pt` and the summary -> what was saved, for the error line."""
+        boundary = self._boundary
+        if boundary is None:
+            return "nothing was saved (no iteration was completed)"
+        path = self.run_dir / "checkpoints" / "last.pt"
+        checkpoint.save_atomic(boundary, path)
+        self.stopped, self.error = "error", reason
+        summary = {**self.summary(), "iterations": boundary["iteration"], "env_steps": boundary["env_steps"]}
+        self._write_summary(summary)
+        return f"saved the last completed iteration ({boundary['iteration']}) to {path}; continue with: " \
+               f"python scripts/train.py resume={self.run_dir}"  # fmt: skip
+
+    def _write_summary(self, summary: dict[str, Any]) -> None:
         final = self.last_eval
         brief = {**summary, "eval": None if final is None else final.to_json(episodes=False)}
-        (self.run_dir / "summary.json").write_text(json.dumps(brief, indent=1))
+        checkpoint.write_text_atomic(self.run_dir / "summary.json", json.dumps(brief, indent=1))
         if final is not None:
-            (self.run_dir / "eval.json").write_text(json.dumps(final.to_json(), indent=1))
-        return summary
+            checkpoint.write_text_atomic(self.run_dir / "eval.json", json.dumps(final.to_json(), indent=1))
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -179,6 +270,9 @@ class Trainer:
             "run_dir": str(self.run_dir),
             "initial_policy": self.pretrained,
             "target": self.target,
+            "stopped": self.stopped,
+            "error": self.error,
+            "signal": self.signal,
             "eval_seconds": self.eval_seconds,
             "machine": machine.describe(),
         }
@@ -210,13 +304,16 @@ class Trainer:
             "iteration": self.iteration,
             "env_steps": self.env_steps,
             "best_eval": self.best_eval,
-            "config": config_dict(self.cfg),
+            "config": self._config_record,
             "policy": checkpoint.policy_record(self.policy),
             "optimizer": self.learner.optimizer.state_dict(),
             "reference": None if reference is None else reference.state_dict(),
             "critic": None if self.critic is None else self.critic.value.state_dict(),
             "eval": None if self.last_eval is None else self.last_eval.to_json(),
         }
+
+    def checkpoint_path(self, name: str = "last") -> Path:
+        return self.run_dir / "checkpoints" / f"{name}.pt"
 
     def save(self, name: str) -> Path:
         path = self.run_dir / "checkpoints" / f"{name}.pt"
@@ -234,3 +331,14 @@ class Trainer:
             self.critic.value.load_state_dict(ckpt["critic"])
         self.iteration, self.env_steps = int(ckpt["iteration"]), int(ckpt["env_steps"])
         self.best_eval = float(ckpt["best_eval"])
+
+
+def _copied(obj: Any) -> Any:
+    """`obj` with every tensor in it cloned (dicts, lists and tuples rebuilt; other values shared)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().clone()
+    if isinstance(obj, dict):
+        return {k: _copied(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return type(obj)(_copied(v) for v in obj)
+    return obj

@@ -19,6 +19,10 @@ from grpo_robot.rollout import Batch
 from grpo_robot.seeding import STREAM_SHUFFLE, stream_seed
 
 
+class TrainingDiverged(RuntimeError):
+    """`algo.max_skipped_steps` optimizer steps in a row were non-finite; the message is one line."""
+
+
 class AdvantageSource(Protocol):
     """Where the advantages of a batch come from: group outcomes (the GRPO family) or a critic."""
 
@@ -59,20 +63,54 @@ class Learner:
         self.cfg, self.horizon, self.iterations, self.run_seed, self.device = cfg, horizon, iterations, run_seed, device
         self.extra = list(extra)  # modules with a `loss(policy, obs, sel)` trained alongside (a critic)
         self.policy_loss = POLICY_LOSSES[cfg.policy_loss]
+        self.skipped_in_a_row = 0  # non-finite optimizer steps since the last good one
         self.set_policy(policy)
 
     def set_policy(self, policy: Policy) -> None:
         """Train `policy` from now on: a fresh optimizer, and `policy` as the KL reference."""
         self.policy = policy
         self.reference = frozen_copy(policy) if self.cfg.kl.beta > 0 else None
-        params = list(policy.parameters()) + [p for m in self.extra for p in m.parameters()]
-        self.optimizer = torch.optim.Adam(params, lr=self.cfg.lr, eps=1e-5)
+        self.params = list(policy.parameters()) + [p for m in self.extra for p in m.parameters()]
+        self.optimizer = torch.optim.Adam(self.params, lr=self.cfg.lr, eps=1e-5)
+
+    def _guarded_step(self) -> bool:
+        """`optimizer.step()`, undone when it leaves a parameter or an Adam moment non-finite
+        (a finite gradient times an infinite learning rate, an overflow) -> whether it was kept."""
+        state = self.optimizer.state
+        params = [p.detach().clone() for p in self.params]
+        moments = {p: {k: v.clone() if torch.is_tensor(v) else v for k, v in state[p].items()}
+                   for p in self.params if p in state}  # fmt: skip
+        self.optimizer.step()
+        after = [p.detach().reshape(-1) for p in self.params] + [
+            v.reshape(-1) for p in self.params for v in state.get(p, {}).values() if torch.is_tensor(v) and
+            v.is_floating_point()]  # fmt: skip
+        if torch.isfinite(torch.cat(after)).all():  # one check, one device sync
+            return True
+        with torch.no_grad():
+            for p, before in zip(self.params, params, strict=True):
+                p.copy_(before)
+        for p in self.params:
+            if p in moments:
+                state[p] = moments[p]
+            else:
+                state.pop(p, None)
+        return False
+
+    def _skipped(self, it: int) -> None:
+        self.skipped_in_a_row += 1
+        if self.skipped_in_a_row >= self.cfg.max_skipped_steps:
+            raise TrainingDiverged(
+                f"{self.skipped_in_a_row} optimizer steps in a row were non-finite (the loss, the gradient or the "
+                f"weights after the step; each was rolled back) at iteration {it}; the run stops with its last good "
+                f"checkpoint. Lower algo.lr (now {self.cfg.lr:g}) or check the env's observations"
+            )
 
     def update(self, batch: Batch, advantages: torch.Tensor, it: int, every_step: bool = False) -> dict[str, float]:
         """K epochs of minibatches over the batch's trajectories. `advantages [S]` per step of
         `batch.packed()`; with `every_step`, zero-advantage steps are scored too.
         -> means over the optimizer steps of the loss metrics, and `skipped_fraction`, the fraction
-        of steps skipped for a non-finite loss or gradient."""
+        of steps skipped for a non-finite loss or gradient, or weights that the step left non-finite
+        (rolled back). `TrainingDiverged` after `algo.max_skipped_steps` such steps in a row."""
         cfg, policy, device = self.cfg, self.policy, self.device
         obs, raw, logp_old, traj, lengths = batch.packed()  # logp_old: [S, n_tokens]
         n_traj = len(lengths)
@@ -108,12 +146,13 @@ class Learner:
                     metrics.update(extra_metrics)
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
-                grad_norm = torch.nn.utils.clip_grad_norm_(self.optimizer.param_groups[0]["params"], max_norm)
-                if not (torch.isfinite(loss) and torch.isfinite(grad_norm)):
+                grad_norm = torch.nn.utils.clip_grad_norm_(self.params, max_norm)
+                if not (torch.isfinite(loss) and torch.isfinite(grad_norm)) or not self._guarded_step():
                     stats.setdefault("skipped_fraction", []).append(1.0)  # a NaN never reaches the weights
                     self.optimizer.zero_grad(set_to_none=True)
+                    self._skipped(it)
                     continue
-                self.optimizer.step()
+                self.skipped_in_a_row = 0
                 for key, value in {**metrics, "grad_norm": grad_norm, "skipped_fraction": 0.0}.items():
                     stats.setdefault(key, []).append(float(value))
         return {k: float(np.mean(v)) for k, v in stats.items()}

@@ -1,0 +1,78 @@
+"""Resuming a run: the checkpoint's config is the run's config; the command line may change only
+what does not change what is trained (how long, how often it is evaluated and saved, where).
+
+`resumed_config(saved, composed, touched)` builds the config of a resumed run; `check_same_run`
+refuses, in one line naming both values, a config that would train something else than the run
+the checkpoint belongs to (another env, policy, algorithm or seed).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from grpo_robot.config import TrainConfig, config_dict, migrate, to_train_config
+
+# keys a resumed run may change: budgets, schedules of evaluation and saving, the device, the
+# console, and physics threads (bit-identical for any count)
+SAFE_KEYS = (
+    "iterations", "max_env_steps", "time_limit_min", "eval_every", "eval_seeds", "eval_deterministic",
+    "eval_at_start", "target_success", "checkpoint_every", "progress", "device", "resume", "env.nthread",
+    "env.step_timeout_s", "env.vector",
+)  # fmt: skip
+
+
+def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
+    """A nested dict's leaves by dotted key (lists are leaves)."""
+    if not isinstance(node, dict):
+        return {prefix: node}
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        out.update(flatten(value, f"{prefix}{key}." if isinstance(value, dict) and value else f"{prefix}{key}"))
+    return out
+
+
+def _is_safe(key: str) -> bool:
+    return any(key == k or key.startswith(f"{k}.") for k in SAFE_KEYS)
+
+
+def touched_keys(with_overrides: dict[str, Any], without: dict[str, Any]) -> set[str]:
+    """The leaves the command line's overrides changed (a group override changes many)."""
+    a, b = flatten(with_overrides), flatten(without)
+    return {k for k in a.keys() | b.keys() if a.get(k, "<missing>") != b.get(k, "<missing>")}
+
+
+def _set(node: dict[str, Any], key: str, value: Any) -> None:
+    *parents, leaf = key.split(".")
+    for p in parents:
+        if not isinstance(node.get(p), dict):
+            node[p] = {}
+        node = node[p]
+    node[leaf] = value
+
+
+def resumed_config(saved: dict[str, Any], composed: dict[str, Any], touched: set[str]) -> TrainConfig:
+    """The checkpoint's config `saved` with the values of the `touched` keys taken from the
+    command line's config `composed` (whether safe or not: `check_same_run` judges)."""
+    values = copy.deepcopy(config_dict(to_train_config(migrate(saved))))
+    flat = flatten(composed)
+    for key in sorted(touched):
+        if key in flat:
+            _set(values, key, flat[key])
+    return to_train_config(values)
+
+
+def check_same_run(saved: dict[str, Any], cfg: TrainConfig, where: str) -> None:
+    """`ValueError` when `cfg` differs from the checkpoint's config `saved` in a key that is not
+    in `SAFE_KEYS`; the message names the key and both values."""
+    theirs = flatten(config_dict(to_train_config(migrate(saved))))
+    mine = flatten(config_dict(cfg))
+    for key in sorted(mine.keys() | theirs.keys()):
+        if _is_safe(key) or mine.get(key) == theirs.get(key):
+            continue
+        raise ValueError(
+            f"{where}: {key}={mine.get(key)!r} differs from the run's {key}={theirs.get(key)!r}; a resumed run "
+            f"keeps its env, policy, algorithm and seed (only {', '.join(SAFE_KEYS[:-1])} may change); to train "
+            "something else from its weights, start a new run with init_from="
+            f"{where.split('=', 1)[-1]}"
+        )

@@ -1,0 +1,298 @@
+"""Fault injection on real training processes: signals, kills, concurrent runs, a full disk and
+non-finite updates. Every fault ends with the last completed iteration saved (or the previous
+checkpoint intact), one line on stderr, and a resume that is bit-identical to an uninterrupted run."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+from cli_harness import run_main
+from test_train import small_config
+
+from grpo_robot import rundir
+from grpo_robot.cli import compose_train_config
+from grpo_robot.hooks import Hook
+from grpo_robot.trainer import Trainer
+
+ROOT = Path(__file__).resolve().parents[1]
+# a small, fast job (about 30 iterations/s on 2 cores); eval and periodic checkpoints out of the way
+TINY = ["env=reach", "algo.groups_per_iter=4", "algo.group_size=4", "algo.epochs=1", "algo.minibatches=2",
+        "policy.hidden_sizes=[32,32]", "eval_seeds=8", "eval_every=100000", "progress=false"]  # fmt: skip
+
+
+def start_training(run_dir: Path, *extra: str, **popen) -> subprocess.Popen:
+    args = [sys.executable, str(ROOT / "scripts" / "train.py"), *TINY, "iterations=100000",
+            f"hydra.run.dir={run_dir}", *extra]  # fmt: skip
+    return subprocess.Popen(args, cwd=run_dir.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            **popen)  # fmt: skip
+
+
+def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 60.0) -> None:
+    """Until `path` exists (the run is training), or fail with what the process said."""
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            out, err = proc.communicate()
+            pytest.fail(f"{path} never appeared; exit {proc.returncode}: {err[-2000:]}")
+        time.sleep(0.05)
+
+
+def training_started(run_dir: Path, proc: subprocess.Popen) -> None:
+    wait_for(run_dir / "tb", proc)
+    time.sleep(0.8)  # some iterations in
+
+
+def state(path: Path) -> dict:
+    return torch.load(path, weights_only=True)
+
+
+def assert_same_training_state(a: dict, b: dict) -> None:
+    assert a["iteration"] == b["iteration"] and a["env_steps"] == b["env_steps"]
+    for key, value in a["policy"]["state_dict"].items():
+        assert torch.equal(value, b["policy"]["state_dict"][key]), key
+    sa, sb = a["optimizer"]["state"], b["optimizer"]["state"]
+    assert sa.keys() == sb.keys()
+    for i in sa:
+        assert torch.equal(sa[i]["exp_avg"], sb[i]["exp_avg"]) and torch.equal(sa[i]["exp_avg_sq"], sb[i]["exp_avg_sq"])
+
+
+def uninterrupted(tmp_path: Path, iterations: int) -> dict:
+    """The state of the same job run straight to `iterations`, in this process."""
+    cfg = compose_train_config(*TINY, f"iterations={iterations}")
+    Trainer(cfg, tmp_path / f"straight_{iterations}").run()
+    return state(tmp_path / f"straight_{iterations}" / "checkpoints" / "last.pt")
+
+
+def resume_to(run_dir: Path, iterations: int) -> dict:
+    out = run_main("train", f"resume={run_dir}", f"iterations={iterations}")
+    assert out.code == 0, out.stderr
+    return state(run_dir / "checkpoints" / "last.pt")
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_saves_the_iteration_and_the_resume_is_bit_identical(tmp_path, signum, code):
+    run_dir = tmp_path / "run"
+    proc = start_training(run_dir)
+    training_started(run_dir, proc)
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    name = signal.Signals(signum).name
+    summary = json.loads((run_dir / "summary.json").read_text())
+    k = summary["iterations"]
+    assert lines == [f"stopped by {name}: saved iteration {k} to {run_dir}/checkpoints/last.pt; continue with: "
+                     f"python scripts/train.py resume={run_dir}"]  # fmt: skip
+    assert summary["stopped"] == "signal" and summary["signal"] == name and k >= 1
+    saved = state(run_dir / "checkpoints" / "last.pt")
+    assert saved["iteration"] == k
+    assert list((run_dir / "tb").iterdir())  # TensorBoard flushed its events
+    assert not list(run_dir.rglob("*.tmp"))
+    assert_same_training_state(resume_to(run_dir, k + 2), uninterrupted(tmp_path, k + 2))
+    assert (run_dir / ".hydra" / "resume-1" / "overrides.yaml").exists()  # the first run's .hydra kept
+
+
+def test_a_second_ctrl_c_exits_at_once_with_the_last_completed_iteration(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = start_training(run_dir)
+    training_started(run_dir, proc)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.005)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    summary = json.loads((run_dir / "summary.json").read_text())
+    saved = state(run_dir / "checkpoints" / "last.pt")
+    assert saved["iteration"] == summary["iterations"] >= 1 and summary["stopped"] == "signal"
+    assert len([line for line in err.splitlines() if line.strip()]) == 1
+    assert not list(run_dir.rglob("*.tmp"))
+
+
+def test_sigkill_at_random_moments_then_resume_is_bit_identical(tmp_path):
+    rng = random.Random(15)
+    run_dir = tmp_path / "run"
+    reached = 0
+    for kill in range(3):  # three kills of one run, each resumed from what the last left
+        where = [f"hydra.run.dir={run_dir}", *TINY, "iterations=100000", "checkpoint_every=1"] if kill == 0 \
+            else [f"resume={run_dir}"]  # fmt: skip
+        proc = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "train.py"), *where], cwd=tmp_path,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        deadline = time.monotonic() + 60
+        while state_iteration(run_dir) <= reached and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.02)
+        time.sleep(rng.uniform(0.0, 0.6))
+        proc.kill()
+        proc.wait(timeout=30)
+        assert proc.returncode == -signal.SIGKILL, proc.stderr.read()
+        reached = state_iteration(run_dir)
+    assert reached >= 3
+    final = resume_to(run_dir, reached + 2)
+    assert not list(run_dir.rglob("*.tmp"))  # a write cut short by the kill is cleaned up by the resume
+    assert_same_training_state(final, uninterrupted(tmp_path, reached + 2))
+
+
+def state_iteration(run_dir: Path) -> int:
+    try:
+        return int(state(run_dir / "checkpoints" / "last.pt")["iteration"])
+    except (FileNotFoundError, RuntimeError, EOFError):
+        return 0
+
+
+def test_two_runs_started_together_get_two_directories(tmp_path):
+    procs = [subprocess.Popen([sys.executable, str(ROOT / "scripts" / "train.py"), *TINY, "iterations=2",
+                               f"seed={seed}"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for seed in (1, 2)]  # fmt: skip
+    for proc in procs:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+    runs = sorted((tmp_path / "runs" / "train").iterdir())
+    assert len(runs) == 2
+    seeds = sorted(json.loads((r / "summary.json").read_text())["run_dir"] == str(r) and
+                   state(r / "checkpoints" / "last.pt")["config"]["seed"] for r in runs)  # fmt: skip
+    assert seeds == [1, 2]
+
+
+def test_the_same_default_directory_is_claimed_once():
+    import tempfile
+
+    base = Path(tempfile.mkdtemp()) / "runs" / "2026-11-23_10-00-00"
+    claimed = [rundir.claim(base, unique=True) for _ in range(3)]
+    assert [p.name for p in claimed] == ["2026-11-23_10-00-00", "2026-11-23_10-00-00-2", "2026-11-23_10-00-00-3"]
+
+
+def test_a_directory_in_use_finished_or_empty_is_refused_in_one_line(tmp_path):
+    busy = tmp_path / "busy"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from grpo_robot import rundir; "
+                               f"rundir.lock({str(busy)!r}); print('locked', flush=True); time.sleep(60)"],
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        out = run_main("train", *TINY, "iterations=1", f"hydra.run.dir={busy}")
+        assert out.code == 2 and out.error_lines == [
+            f"error: hydra.run.dir={str(busy)!r} is in use by another run (process {holder.pid}); two runs never "
+            "share a directory: wait for it, or choose another directory"]  # fmt: skip
+        assert sorted(p.name for p in busy.iterdir()) == [".lock"]  # nothing written into it
+    finally:
+        holder.kill()
+        holder.wait()
+    done = tmp_path / "done"
+    assert run_main("train", *TINY, "iterations=1", f"hydra.run.dir={done}").code == 0
+    again = run_main("train", *TINY, "iterations=1", f"hydra.run.dir={done}")
+    assert again.code == 2 and len(again.error_lines) == 1 and f"resume={done}" in again.error_lines[0]
+    empty = run_main("train", *TINY, "iterations=1", "hydra.run.dir=''")
+    assert empty.code == 2 and empty.error_lines == [
+        "error: hydra.run.dir='' is invalid: must name a directory for the run's files"]  # fmt: skip
+
+
+def test_resume_keeps_the_run_and_refuses_changes_to_what_is_trained(tmp_path):
+    run_dir = tmp_path / "run"
+    assert run_main("train", *TINY, "iterations=2", f"hydra.run.dir={run_dir}").code == 0
+    finished = run_main("train", f"resume={run_dir}")  # no overrides repeated
+    assert finished.code == 0 and "finished already: 2 iterations" in finished.stdout
+    changed = run_main("train", f"resume={run_dir}", "env=place_cube", "iterations=4")
+    assert changed.code == 2 and len(changed.error_lines) == 1
+    assert "env.task='PlaceCube' differs from the run's env.task='Reach'" in changed.error_lines[0]
+    longer = run_main("train", f"resume={run_dir}", "iterations=3")
+    assert longer.code == 0, longer.stderr
+    assert state(run_dir / "checkpoints" / "last.pt")["iteration"] == 3
+    assert json.loads((run_dir / "summary.json").read_text())["iterations"] == 3
+    assert [p.name for p in (run_dir / ".hydra").glob("resume-*")] == ["resume-1", "resume-2", "resume-3"] or \
+        len(list((run_dir / ".hydra").glob("resume-*"))) >= 1  # fmt: skip
+
+
+class InfiniteLearningRate(Hook):
+    """Makes every optimizer step of iterations `first`..`last` (1-based) non-finite."""
+
+    def __init__(self, first: int, last: int) -> None:
+        self.first, self.last, self.weights = first, last, {}
+
+    def after_iteration(self, trainer, record):
+        # the parameters (the observation normalizer's statistics still follow the data)
+        self.weights[record.iteration] = {k: v.detach().clone() for k, v in trainer.policy.named_parameters()}
+        lr = float("inf") if self.first - 1 <= record.iteration < self.last else 3e-4
+        trainer.learner.cfg.lr = lr
+
+
+def test_a_non_finite_step_is_rolled_back_and_training_goes_on(tmp_path):
+    cfg = small_config(iterations=4)
+    cfg = replace(cfg, algo=replace(cfg.algo, max_skipped_steps=1000))
+    hook = InfiniteLearningRate(2, 2)
+    trainer = Trainer(cfg, tmp_path, hooks=[hook])
+    summary = trainer.run()
+    assert summary["stopped"] == "iterations" and summary["iterations"] == 4
+    w = hook.weights
+    assert all(torch.equal(w[1][k], w[2][k]) for k in w[1])  # iteration 2: every step rolled back
+    assert not all(torch.equal(w[2][k], w[3][k]) for k in w[2])  # iteration 3 trained again
+    assert all(torch.isfinite(v).all() for v in state(tmp_path / "checkpoints" / "last.pt")["policy"]["state_dict"]
+               .values())  # fmt: skip
+
+
+def test_non_finite_steps_in_a_row_stop_the_run_with_the_last_good_checkpoint(tmp_path):
+    cfg = small_config(iterations=6, checkpoint_every=1)
+    cfg = replace(cfg, algo=replace(cfg.algo, max_skipped_steps=3))
+    hook = InfiniteLearningRate(3, 6)
+    summary = Trainer(cfg, tmp_path, hooks=[hook]).run()
+    assert summary["stopped"] == "error" and summary["iterations"] == 2
+    assert summary["error"].startswith("3 optimizer steps in a row were non-finite") and "\n" not in summary["error"]
+    saved = state(tmp_path / "checkpoints" / "last.pt")
+    assert saved["iteration"] == 2
+    assert all(torch.equal(saved["policy"]["state_dict"][k], hook.weights[2][k]) for k in hook.weights[2])
+
+
+def _tmpfs(path: Path, size: str) -> bool:
+    path.mkdir()
+    if os.geteuid() != 0 or os.environ.get("FAULTS_NO_TMPFS"):
+        return False
+    return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                          capture_output=True).returncode == 0  # fmt: skip
+
+
+def test_a_full_disk_stops_the_run_in_one_line_with_the_checkpoint_before_intact(tmp_path):
+    disk = tmp_path / "disk"
+    if _tmpfs(disk, "4m"):
+        try:
+            run_dir = disk / "run"
+            proc = start_training(run_dir, "checkpoint_every=1")
+            wait_for(run_dir / "checkpoints" / "last.pt", proc)
+            with open(disk / "filler", "wb") as f:  # the disk fills up while the run trains
+                try:
+                    while True:
+                        f.write(b"\0" * 65536)
+                        f.flush()
+                except OSError:
+                    pass
+            _, err = proc.communicate(timeout=60)
+            assert proc.returncode == 1, err
+            lines = [line for line in err.splitlines() if line.strip()]
+            assert len(lines) == 1 and lines[0].startswith("error: cannot write ") and "errno ENOSPC" in lines[0]
+            saved = state(run_dir / "checkpoints" / "last.pt")  # the one before, whole
+            assert saved["iteration"] >= 1
+            assert not list(run_dir.rglob("*.tmp"))
+        finally:
+            subprocess.run(["umount", str(disk)], check=False)
+    else:  # no tmpfs here: a file-size limit; the first checkpoint is larger than it
+        import resource
+
+        run_dir = tmp_path / "run"
+
+        def limit() -> None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (60_000, 60_000))
+
+        proc = start_training(run_dir, "iterations=3", "checkpoint_every=1", "policy.hidden_sizes=[256,256]",
+                              preexec_fn=limit)  # fmt: skip
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 1, err
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert len(lines) == 1 and "errno EFBIG" in lines[0]
+        assert not (run_dir / "checkpoints" / "last.pt").exists() and not list(run_dir.rglob("*.tmp"))
