@@ -160,6 +160,9 @@ class AlgoConfig:
     lr: float = 3e-4  # Adam learning rate
     lr_schedule: str = choice("constant", "linear")  # linear: to 0 at the last iteration
     max_grad_norm: float | None = 1.0  # null disables clipping
+    # optimizer steps in a row that may go non-finite (loss, gradient or the weights after the step; each
+    # is rolled back and skipped) before the run stops with an error, its last good checkpoint kept
+    max_skipped_steps: int = 20
     normalize_advantages: bool = False  # standardize advantages per minibatch (PPO's usual practice)
     entropy_coef: float = 0.0
     clip: ClipConfig = field(default_factory=ClipConfig)
