@@ -81,6 +81,8 @@ class Checkpoint(dict):
 
 
 # -- writing ------------------------------------------------------------------------------------
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)  # read once at import (reading it means setting it)
 @contextmanager
 def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
     """A binary file to write `path` through: a temporary file in the same folder, fsynced and
@@ -91,6 +93,7 @@ def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.fchmod(fd, 0o666 & ~_UMASK)  # the mode open() would give, not mkstemp's private 0600
         with os.fdopen(fd, "wb") as f:
             yield f
             f.flush()
