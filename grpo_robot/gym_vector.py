@@ -15,28 +15,48 @@ sticky `success`/`terminated`/`truncated`/`failed` flags) over a Gymnasium vecto
   further actions, and never reports done to the vector env, so nothing autoresets and a
   finished robosuite env is never stepped again.
 - **A crashing world is contained**: an exception in its `step` or `reset`, or a non-finite
-  observation, ends that world as a failure (no success); the others carry on.
-- **Seeding is checked**: on the first reset, worlds reset from equal seeds must start from
-  equal observations (or, with no seed repeated, a second reset must repeat the first), else
+  observation, ends that world as a failure (no success); the others carry on. The probe that
+  checks the env at construction tries `PROBE_EPISODES` seeds, and refuses the env (a one-line
+  `ValueError`) only when every one of them raised.
+- **A hung world is bounded** by `env.step_timeout_s`: with `async` its worker process is killed
+  (SIGKILL) and replaced, the world failed for the rest of its episode; with `sync` a `Watchdog`
+  thread ends the process through `lifecycle.emergency_exit` (a call hung in this process cannot be
+  interrupted).
+- **Every world failed** after a reset, or by the end of a step: `EnvFailure`, one line naming the
+  env and the first error; there is nothing to learn from.
+- **Seeding is checked** when the env is built: worlds reset from equal seeds must start from
+  equal observations, and a second reset from the same seeds must repeat the first, else
   `ValueError`; `env.check_seeding=false` turns this off for envs noisy by design.
 """
 
 from __future__ import annotations
 
+import atexit
 import difflib
 import functools
 import importlib
 import logging
+import math
+import multiprocessing
+import multiprocessing.connection
+import multiprocessing.util  # its exit hook is registered before ours, so ours (kill the workers) runs first
 import os
+import signal
 import sys
+import threading
+import time
+import weakref
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium
 import numpy as np
 from gymnasium import spaces
+from gymnasium.vector.async_vector_env import _async_worker
+from gymnasium.vector.utils import CloudpickleWrapper, clear_mpi_env_vars
 
-from grpo_robot import env_state
+from grpo_robot import env_state, lifecycle
 from grpo_robot.batched import check_actions
 from grpo_robot.config import EnvConfig, env_name
 from grpo_robot.seeding import check_seeds
@@ -44,10 +64,27 @@ from grpo_robot.seeding import check_seeds
 log = logging.getLogger(__name__)
 
 RUNNING, SUCCEEDED, HORIZON, ENV_ENDED, FAILED = 0, 1, 2, 3, 4  # OutcomeEnv's `info["ended"]`
+PROBE_EPISODES = 3  # seeds the probe tries before it concludes that the env cannot step at all
+
+
+class EnvFailure(RuntimeError):
+    """Every world of a batch failed (after a reset, or by the end of a step): there is nothing to
+    learn from. One line naming the env, how many worlds, and the first error."""
 
 
 class CopyFailed(RuntimeError):
     """Copying a reset world into another raised (group_start=clone)."""
+
+
+def _one_line(text: Any) -> str:
+    return " ".join(str(text).split())
+
+
+def _usable_timeout(seconds: float | None) -> float | None:
+    """`env.step_timeout_s` -> seconds, or None for no limit (null, zero, negative or infinite)."""
+    if seconds is None or not math.isfinite(seconds) or seconds <= 0:
+        return None
+    return float(seconds)
 
 
 class MissingSuccessKey(KeyError):
@@ -182,8 +219,10 @@ class OutcomeEnv(gymnasium.Env):
         self._steps = 0
         self.raw_obs: Any = None  # the inner env's last observation and info, as it returned them
         self.raw_info: dict[str, Any] = {}
-        self.pending: tuple | None = None  # (method name, args) for `run_pending`
         self._own_generators: dict[str, Any] = {}  # a copy's own generators, kept aside (env_state)
+        # sync backend: which world this is, and the watchdog told which world is in a call
+        self.index = 0
+        self.watchdog: Watchdog | None = None
 
     def _flatten(self, obs: Any) -> np.ndarray:
         if self.keys is None:
@@ -217,6 +256,8 @@ class OutcomeEnv(gymnasium.Env):
         if self._own_generators:  # a copy's generators were the leader's: draw from its own again
             env_state.restore_generators(self.inner, self._own_generators)
             self._own_generators = {}
+        if self.watchdog is not None:
+            self.watchdog.world, self.watchdog.step = self.index, 0
         try:
             obs, info = self.inner.reset(seed=seed, options=options)
             self.raw_obs, self.raw_info = obs, info
@@ -234,6 +275,8 @@ class OutcomeEnv(gymnasium.Env):
         if self._ended != RUNNING:  # finished: frozen until the next reset
             return self._obs.copy(), 0.0, False, False, self._info()
         self._steps += 1
+        if self.watchdog is not None:
+            self.watchdog.world, self.watchdog.step = self.index, self._steps
         try:
             obs, _, terminated, truncated, info = self.inner.step(self.to_env_action(action))
             self.raw_obs, self.raw_info = obs, info
@@ -311,15 +354,6 @@ class OutcomeEnv(gymnasium.Env):
         parts = [obs[k] for k in sorted(obs)] if isinstance(obs, dict) else [obs]
         return np.concatenate([np.asarray(p, dtype=np.float64).reshape(-1) for p in parts] + [[self._success]])
 
-    def run_pending(self) -> Any:
-        """Run the call `pending` names, if any (how the async backend sends each world its own
-        arguments: `set_attr("pending", [...])`, then `call("run_pending")`)."""
-        if self.pending is None:
-            return None
-        name, args = self.pending
-        self.pending = None
-        return getattr(self, name)(*args)
-
     def close(self) -> None:
         self.inner.close()
 
@@ -328,25 +362,313 @@ def _make_world(cfg: EnvConfig, horizon: int) -> OutcomeEnv:  # a picklable fact
     return OutcomeEnv(cfg, horizon)
 
 
+# -- hung calls ------------------------------------------------------------------------------------
+HANG_NOTE = ("the world hangs (a hung call cannot be interrupted in this process; env.vector=async kills and "
+             "replaces a hung world instead)")  # fmt: skip
+
+
+class Watchdog:
+    """Ends the process (`lifecycle.emergency_exit`, code 1) when a call made in this process
+    outlives `timeout_s`: a world's `step` or `reset` in the sync backend, or the probe's.
+
+    `arm(call)` before the call and `disarm()` after only store a tuple: no lock, no thread woken,
+    nothing created per call. One daemon thread, started at the first `arm`, sleeps until the armed
+    deadline, or a whole timeout when nothing is armed (a later `arm`'s deadline cannot come
+    sooner), and fires if the call it finds armed is past its deadline. The world in the call is
+    `world` (its seed `seeds[world]`), at step `step`: `OutcomeEnv` records both before each call
+    of the env it wraps.
+    """
+
+    def __init__(self, name: str, timeout_s: float | None, seeds: np.ndarray | None = None) -> None:
+        self.name = name
+        self.timeout = _usable_timeout(timeout_s)
+        self.seeds = seeds
+        self.world = 0
+        self.step = 0
+        self._armed: tuple[float, str, str | None] | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def arm(self, call: str, where: str | None = None) -> None:
+        """`call` ("step", "reset", a method's name) starts now; `where` replaces "world <i> (seed <s>)"."""
+        if self.timeout is None:
+            return
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name=f"watchdog {self.name}", daemon=True)
+            self._thread.start()
+        self._armed = (time.monotonic() + self.timeout, call, where)
+
+    def disarm(self) -> None:
+        self._armed = None
+
+    def message(self, call: str, where: str | None) -> str:
+        if where is None:
+            seed = "?" if self.seeds is None else int(self.seeds[self.world])
+            where = f"world {self.world} (seed {seed})"
+        what = f"step {self.step}" if call == "step" else call
+        limit = f"env.step_timeout_s={self.timeout:g} s"
+        return f"{self.name}: {where} did not return from {what} within {limit}; {HANG_NOTE}"
+
+    def _run(self) -> None:
+        while True:
+            now = time.monotonic()  # read before the call: it was still armed at a time >= now
+            armed = self._armed
+            if armed is not None and now >= armed[0]:
+                try:
+                    message = self.message(armed[1], armed[2])
+                except Exception:  # noqa: BLE001  (the exit must happen)
+                    message = f"{self.name}: a world did not return from {armed[1]} within env.step_timeout_s"
+                lifecycle.emergency_exit(message, code=1)
+                return
+            wake = armed[0] if armed is not None else now + self.timeout  # type: ignore[operator]
+            if self._stop.wait(max(wake - now, 0.0)):
+                return
+
+    def close(self) -> None:
+        """End the thread (a later `arm` starts another)."""
+        self._armed = None
+        if self._thread is not None:
+            self._stop.set()
+            if self._thread is not threading.current_thread():
+                self._thread.join(timeout=1.0)
+            self._thread, self._stop = None, threading.Event()
+
+
+# -- the async backend: one process per world, each call bounded in time ---------------------------
+def _worker(*args: Any) -> None:
+    """Gymnasium's worker loop, deaf to SIGINT and SIGTERM: a Ctrl-C in the terminal reaches only
+    the main process, which shuts its workers down itself."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _async_worker(*args)
+
+
+_POOLS: weakref.WeakSet = weakref.WeakSet()  # open pools, killed at exit (their workers ignore SIGTERM)
+
+
+@atexit.register
+def _kill_pools() -> None:
+    for pool in list(_POOLS):
+        try:
+            pool.close(terminate=True)
+        except Exception:  # noqa: BLE001, S110  (exiting anyway)
+            pass
+
+
+@dataclass
+class Lost:
+    """A world that gave no answer: its worker hung (killed) or died, and was replaced."""
+
+    why: str
+
+
+class WorkerPool(gymnasium.vector.AsyncVectorEnv):
+    """`AsyncVectorEnv` whose calls are bounded in time: `exchange` sends each world its own
+    message and waits at most `timeout` seconds; a worker that does not answer in time is killed
+    (SIGKILL), one that died is reaped, and either is replaced by a fresh worker for its index,
+    ready for the next reset. Workers ignore SIGINT and SIGTERM; `close` ends them, killing those
+    that do not end by themselves, and leaves no process behind."""
+
+    def __init__(self, env_fns: Sequence[Callable[[], gymnasium.Env]]) -> None:
+        super().__init__(env_fns, shared_memory=False, autoreset_mode="Disabled", worker=_worker, daemon=True)
+        self._unread: set[int] = set()  # worlds whose answer to an interrupted exchange is still to come
+        _POOLS.add(self)
+
+    def exchange(self, messages: dict[int, tuple[str, Any]], timeout: float | None) -> tuple[dict, dict[int, Lost]]:
+        """Send `messages[i]` (a worker command and its data) to world `i` -> (answers by world,
+        the worlds lost: no answer within `timeout`, or a dead worker; each already replaced). An
+        exception a worker sends back (its loop then ends) is raised here, after it is replaced."""
+        self._assert_is_running()
+        self._drain(timeout)
+        waiting: dict[Any, int] = {}
+        lost: dict[int, Lost] = {}
+        for i, message in messages.items():
+            pipe = self.parent_pipes[i]
+            try:
+                pipe.send(message)
+                waiting[pipe] = i
+            except (OSError, AttributeError):  # a closed pipe (AttributeError: None) or a dead worker
+                lost[i] = self._death(i)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        answers: dict[int, Any] = {}
+        raised: list[int] = []
+        try:
+            while waiting:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    break
+                for pipe in multiprocessing.connection.wait(list(waiting), left):
+                    i = waiting.pop(pipe)
+                    try:
+                        value, ok = pipe.recv()
+                    except (EOFError, OSError):
+                        lost[i] = self._death(i)
+                        continue
+                    if ok:
+                        answers[i] = value
+                    else:
+                        raised.append(i)
+        except BaseException:  # interrupted (Ctrl-C): the next exchange first reads the answers still due
+            self._unread.update(waiting.values())
+            raise
+        for i in waiting.values():
+            lost[i] = Lost(f"did not return within env.step_timeout_s={timeout:g} s; its process was killed and "
+                           "replaced")  # fmt: skip
+        errors = self._worker_errors(raised)
+        for i in [*lost, *raised]:
+            self.restart(i)
+        if errors:
+            raise errors[0]
+        return answers, dict(sorted(lost.items()))
+
+    def _drain(self, timeout: float | None) -> None:
+        """Read and drop the answers to an interrupted exchange; a worker that does not give its
+        answer in time, or gives an error, is replaced."""
+        if not self._unread:
+            return
+        waiting = {self.parent_pipes[i]: i for i in sorted(self._unread) if self.parent_pipes[i] is not None}
+        self._unread.clear()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while waiting:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                break
+            for pipe in multiprocessing.connection.wait(list(waiting), left):
+                i = waiting.pop(pipe)
+                try:
+                    _, ok = pipe.recv()
+                    if not ok:  # the worker sent back an exception, and its loop ended
+                        self._worker_errors([i])
+                except (EOFError, OSError):
+                    ok = False
+                if not ok:
+                    self.restart(i)
+        for i in waiting.values():
+            self.restart(i)
+
+    def _death(self, i: int) -> Lost:
+        process = self.processes[i]
+        process.join(timeout=1.0)
+        return Lost(f"its process died (exit code {process.exitcode}) and was replaced")
+
+    def _worker_errors(self, worlds: list[int]) -> list[BaseException]:
+        """The exceptions the workers of `worlds` sent back (each puts one on the error queue)."""
+        found: dict[int, BaseException] = {}
+        for _ in worlds:
+            try:
+                index, _, value, _ = self.error_queue.get(timeout=5.0)
+            except Exception:  # noqa: BLE001  (lost in transit: say so below)
+                break
+            found[index] = value if isinstance(value, BaseException) else RuntimeError(str(value))
+        return [found.get(i, RuntimeError(f"world {i}'s worker failed")) for i in worlds]
+
+    def restart(self, i: int) -> None:
+        """Kill world `i`'s worker if it still runs, reap it, and start a fresh one in its place."""
+        process = self.processes[i]
+        if process.is_alive():
+            process.kill()
+        process.join(timeout=5.0)
+        if self.parent_pipes[i] is not None:
+            self.parent_pipes[i].close()
+        ctx = multiprocessing.get_context(self.context)
+        parent_pipe, child_pipe = ctx.Pipe()
+        # the arguments gymnasium gave the first worker (their number differs between its versions), new pipes
+        args = list(getattr(process, "_args", ()))
+        if len(args) < 7:
+            args = [i, None, None, None, None, self.error_queue, self.autoreset_mode, None]
+        args[1:4] = CloudpickleWrapper(self.env_fns[i]), child_pipe, parent_pipe
+        fresh = ctx.Process(target=_worker, name=process.name, args=tuple(args), daemon=True)
+        with clear_mpi_env_vars():
+            fresh.start()
+        child_pipe.close()
+        self.parent_pipes[i], self.processes[i] = parent_pipe, fresh
+
+    def pids(self) -> list[int | None]:
+        return [p.pid for p in self.processes]
+
+    def close_extras(self, timeout: float | None = None, terminate: bool = False) -> None:
+        """Ask every worker to close its env and end (up to `timeout`, default 10 s), then kill
+        whichever has not ended; `terminate`: kill them all at once. Every process is reaped."""
+        _POOLS.discard(self)
+        deadline = time.monotonic() + (0.0 if terminate else 10.0 if timeout is None else timeout)
+        if not terminate:
+            waiting = []
+            for pipe in self.parent_pipes:
+                if pipe is not None and not pipe.closed:
+                    try:
+                        pipe.send(("close", None))
+                        waiting.append(pipe)
+                    except OSError:
+                        pass
+            while waiting and (left := deadline - time.monotonic()) > 0:
+                for pipe in multiprocessing.connection.wait(waiting, left):
+                    waiting.remove(pipe)
+                    try:
+                        pipe.recv()
+                    except (EOFError, OSError):
+                        pass
+        for process in self.processes:
+            process.join(timeout=max(deadline - time.monotonic(), 0.0))
+            if process.is_alive():
+                process.kill()
+                process.join()
+        for pipe in self.parent_pipes:
+            if pipe is not None:
+                pipe.close()
+
+
 # -- groups of worlds ------------------------------------------------------------------------------
-def probe(cfg: EnvConfig) -> tuple[gymnasium.Env, int]:
+def probe(cfg: EnvConfig, watchdog: Watchdog | None = None) -> tuple[gymnasium.Env, int]:
     """Build one world and check it before any work starts: the spaces, the horizon, and the
-    success signal after one step. -> (the inner env, reusable as a world; the horizon)."""
+    success signal after one step. A probe episode is a reset and one step; one that raises is
+    retried from the next seed, and only when each of `PROBE_EPISODES` raised is the env refused
+    (`ValueError`). Each call is bounded by `env.step_timeout_s` (`watchdog`, or one of its own).
+    -> (the inner env, reusable as a world; the horizon)."""
     inner = make_inner(cfg)
     world = OutcomeEnv(cfg, 1, inner)
+    name = env_name(cfg)
     horizon = cfg.horizon
     if horizon is None:
         spec = getattr(inner, "spec", None)
         horizon = getattr(spec, "max_episode_steps", None)
         if horizon is None:
-            raise ValueError(f"{env_name(cfg)} has no time limit (spec.max_episode_steps); set env.horizon")
-    inner.reset(seed=0)
-    # one step from the middle of the action range, read the outcome as training will
-    obs, _, _, _, info = inner.step(world.to_env_action(np.zeros(world.action_space.shape)))
+            raise ValueError(f"{name} has no time limit (spec.max_episode_steps); set env.horizon")
+    watch = watchdog if watchdog is not None else Watchdog(name, getattr(cfg, "step_timeout_s", None))
+    action = world.to_env_action(np.zeros(world.action_space.shape))  # the middle of the action range
+    failures: list[tuple[int, str, Exception]] = []
+    try:
+        for seed in range(PROBE_EPISODES):
+            call = "reset"
+            try:
+                watch.arm("reset in a probe episode", f"world 0 (seed {seed})")
+                inner.reset(seed=seed)
+                call = "step"
+                watch.arm("step 1 in a probe episode", f"world 0 (seed {seed})")
+                obs, _, _, _, info = inner.step(action)
+            except Exception as err:
+                failures.append((seed, call, err))
+                continue
+            finally:
+                watch.disarm()
+            break
+        else:
+            calls = " or ".join(sorted({call for _, call, _ in failures}, reverse=True))
+            err = failures[0][2]
+            raise ValueError(f"{name}: {calls} raised on each of {PROBE_EPISODES} probe episodes: "
+                             f"{type(err).__name__}: {_one_line(err)}")  # fmt: skip
+    finally:
+        if watchdog is None:
+            watch.close()
+    if failures:
+        seed, call, err = failures[0]
+        log.warning("%s: its %s raised in the probe episode from seed %d (%s: %s) but not from seed %d; worlds "
+                    "that raise will count as failed", name, call, seed, type(err).__name__, _one_line(err),
+                    len(failures))  # fmt: skip
+    # read the outcome as training will
     try:
         world.is_success(obs, info)
     except MissingSuccessKey as err:
-        raise ValueError(f"{env_name(cfg)}: {err.args[0]}") from None
+        raise ValueError(f"{name}: {err.args[0]}") from None
     except Exception as err:
         raise ValueError(f"env.success_fn={cfg.success_fn!r} failed: {type(err).__name__}: {err}") from None
     return inner, int(horizon)
@@ -362,33 +684,56 @@ class GymGroupEnv:
         self.cfg = cfg
         self.name = env_name(cfg)
         self.num_worlds = B = num_worlds
-        inner, self.horizon = probe(cfg)
-        first = OutcomeEnv(cfg, self.horizon, inner)
-        # the observation layout and the action bounds: what a dataset must match, and how its actions map
-        self.obs_keys, self.action_low, self.action_high = first.keys, first._low.copy(), first._high.copy()
-        if cfg.vector == "sync":  # the probed env becomes world 0
-            fns = [lambda: first] + [functools.partial(_make_world, cfg, self.horizon)] * (B - 1)
-            self.vec = gymnasium.vector.SyncVectorEnv(fns, autoreset_mode="Disabled")
-        else:
-            first.close()
-            fns = [functools.partial(_make_world, cfg, self.horizon)] * B
-            self.vec = gymnasium.vector.AsyncVectorEnv(fns, autoreset_mode="Disabled")
+        self.timeout = _usable_timeout(getattr(cfg, "step_timeout_s", None))
+        self.seeds = np.zeros(B, dtype=np.int64)
+        self.vec: gymnasium.vector.VectorEnv | None = None
+        self._watch = Watchdog(self.name, self.timeout, self.seeds)  # sync calls, and the probe's
+        try:
+            inner, self.horizon = probe(cfg, self._watch)
+            first = OutcomeEnv(cfg, self.horizon, inner)
+            # the observation layout and the action bounds: what a dataset must match, and how its actions map
+            self.obs_keys, self.action_low, self.action_high = first.keys, first._low.copy(), first._high.copy()
+            if cfg.vector == "sync":  # the probed env becomes world 0
+                fns = [lambda: first] + [functools.partial(_make_world, cfg, self.horizon)] * (B - 1)
+                self.vec = gymnasium.vector.SyncVectorEnv(fns, autoreset_mode="Disabled")
+                for i, world in enumerate(self.vec.envs):
+                    world.index, world.watchdog = i, self._watch
+            else:
+                first.close()
+                self._watch.close()  # the probe's: no thread of it in the processes forked now
+                self.vec = WorkerPool([functools.partial(_make_world, cfg, self.horizon)] * B)
+            self._setup(cfg)
+        except BaseException:
+            self.close()
+            raise
+
+    def _setup(self, cfg: EnvConfig) -> None:
+        B = self.num_worlds
+        self.sync = isinstance(self.vec, gymnasium.vector.SyncVectorEnv)
         self.obs_dim = int(self.vec.single_observation_space.shape[0])
         self.action_dim = int(self.vec.single_action_space.shape[0])
         self.check_seeding = cfg.check_seeding
-        self.seeds = np.zeros(B, dtype=np.int64)
         self.steps = np.zeros(B, dtype=np.int64)
         self.success = np.zeros(B, dtype=bool)
         self.terminated = np.zeros(B, dtype=bool)  # ended by success (outcome=any_step)
         self.truncated = np.zeros(B, dtype=bool)  # ended otherwise: horizon, the env's own end, failure
         self.failed = np.zeros(B, dtype=bool)
+        self._ended = np.full(B, FAILED, dtype=np.int64)  # each world's OutcomeEnv `ended`
         self._obs = np.zeros((B, self.obs_dim), np.float32)
+        self._errors: dict[int, str] = {}  # this episode's failures, by world, in the order they happened
         self._reported: set[str] = set()
         self._was_reset = False
+        self._seeding_checked = not (cfg.group_start == "seed" and self.check_seeding)
         self.group_start = cfg.group_start
         self.copy_method: str | None = None  # group_start=clone: the copy method that proved faithful
-        if self.group_start == "clone" and B >= 2:  # find a faithful copy now, before any work starts
-            self.reset(np.zeros(B, dtype=np.int64))
+        try:  # check the starts now, before any work starts
+            if self.group_start == "clone" and B >= 2:  # find a faithful copy
+                self.reset(np.zeros(B, dtype=np.int64))
+            elif not self._seeding_checked:  # equal seeds must give equal starts
+                self.reset(np.arange(B, dtype=np.int64) // 2)
+        except EnvFailure as err:  # an env that cannot even start is a config error, reported as one
+            raise ValueError(str(err)) from None
+        self._was_reset = False  # the user's reset comes first
 
     @property
     def done(self) -> np.ndarray:
@@ -396,42 +741,168 @@ class GymGroupEnv:
 
     def reset(self, seeds: Sequence[int]) -> np.ndarray:
         seeds = check_seeds(seeds, self.num_worlds)
-        obs, info = self.vec.reset(seed=[int(s) for s in seeds])
-        self.seeds[:] = seeds
-        self._update(obs, info)
+        obs = self._reset_worlds(seeds)
         if self.failed.all():
-            raise RuntimeError(f"{self.name}: every world failed to reset; first error: {self._first_error(info)}")
+            raise EnvFailure(self._every_world_failed(" to reset"))
         if self.group_start == "clone":
             self._copy_starts(seeds)
-        elif self.check_seeding and not self._was_reset:
+            if self.failed.all():
+                raise EnvFailure(self._every_world_failed(" to start"))
+        elif not self._seeding_checked:
             self._check_seeding(seeds, obs)
+            self._seeding_checked = True
         self._was_reset = True
         return self.obs()
 
-    # -- group_start=clone: every world reset, then each group's members made copies of its first --
-    def _each(self, name: str, calls: dict[int, tuple]) -> dict[int, Any]:
-        """`OutcomeEnv.<name>(*calls[i])` on each world `i` in `calls` -> {i: result}."""
-        if isinstance(self.vec, gymnasium.vector.SyncVectorEnv):
-            return {i: getattr(self.vec.envs[i], name)(*args) for i, args in calls.items()}
-        self.vec.set_attr("pending", [(name, calls[i]) if i in calls else None for i in range(self.num_worlds)])
-        results = self.vec.call("run_pending")
-        return {i: results[i] for i in calls}
+    # -- calling the worlds: bounded in time, results gathered per world --
+    def _reset_worlds(self, seeds: np.ndarray) -> np.ndarray:
+        """Reset world `i` from `seeds[i]`, take in the outcome -> the observations."""
+        self.seeds[:] = seeds
+        self._errors = {}
+        B = self.num_worlds
+        if self.sync:
+            self._watch.arm("reset")
+            try:
+                obs, info = self.vec.reset(seed=[int(s) for s in seeds])
+            finally:
+                self._watch.disarm()
+            self._take(obs, info["ended"], info["steps"], info["success"], self._info_errors(info))
+            return obs
+        answers, lost = self.vec.exchange(
+            {i: ("reset", {"seed": int(s), "options": None}) for i, s in enumerate(seeds)}, self.timeout
+        )
+        obs = np.zeros((B, self.obs_dim), np.float32)
+        ended, steps, success = np.full(B, FAILED), np.zeros(B, np.int64), np.zeros(B, bool)
+        errors = {}
+        for i, (o, info) in answers.items():
+            obs[i], ended[i], steps[i], success[i] = o, info["ended"], info["steps"], info["success"]
+            if "error" in info:
+                errors[i] = info["error"]
+        errors.update({i: f"reset: {why.why}" for i, why in lost.items()})
+        self._take(obs, ended, steps, success, dict(sorted(errors.items())), loud=lost)
+        return obs
 
-    def _copy(self, lead: np.ndarray, worlds: np.ndarray, method: str, starts: dict[int, Any] | None = None):
+    def _step_worlds(self, actions: np.ndarray, active: np.ndarray) -> np.ndarray:
+        """Step the `active` worlds (all of them in sync: finished ones ignore it), take in the
+        outcome -> the rewards."""
+        if self.sync:
+            self._watch.arm("step")
+            try:
+                obs, reward, _, _, info = self.vec.step(actions)
+            finally:
+                self._watch.disarm()
+            self._take(obs, info["ended"], info["steps"], info["success"], self._info_errors(info))
+            return reward
+        answers, lost = self.vec.exchange({int(i): ("step", actions[i]) for i in np.flatnonzero(active)},
+                                          self.timeout)  # fmt: skip
+        obs, ended, steps, success = self._obs.copy(), self._ended.copy(), self.steps.copy(), self.success.copy()
+        reward = np.zeros(self.num_worlds)
+        errors = {}
+        for i, (o, r, _, _, info) in answers.items():
+            obs[i], reward[i], ended[i], steps[i], success[i] = o, r, info["ended"], info["steps"], info["success"]
+            if "error" in info:
+                errors[i] = info["error"]
+        for i, why in lost.items():  # the world was in this step when it hung or died
+            ended[i], steps[i], success[i] = FAILED, steps[i] + 1, False
+            errors[i] = f"step {steps[i]}: {why.why}"
+        self._take(obs, ended, steps, success, dict(sorted(errors.items())), loud=lost)
+        return reward
+
+    @staticmethod
+    def _info_errors(info: dict[str, Any]) -> dict[int, str]:
+        if "error" not in info:
+            return {}
+        return {int(i): str(info["error"][i]) for i in np.flatnonzero(info["_error"])}
+
+    def _take(self, obs: np.ndarray, ended: np.ndarray, steps: np.ndarray, success: np.ndarray,
+              errors: dict[int, str], loud: Any = ()) -> None:  # fmt: skip
+        """Set every world's observation and flags; record and log the worlds that failed (each
+        distinct error once, a world in `loud`, hung or dead, always)."""
+        self._obs[:] = obs
+        self._ended[:] = ended
+        self.steps[:] = steps
+        self.success[:] = success
+        self.failed[:] = self._ended == FAILED
+        self.terminated[:] = self._ended == SUCCEEDED
+        self.truncated[:] = (self._ended != RUNNING) & (self._ended != SUCCEEDED)
+        self._record(errors, loud)
+
+    def _record(self, errors: dict[int, str], loud: Any = ()) -> None:
+        for i, message in errors.items():
+            self._errors.setdefault(i, message)
+            error = message.split(": ", 1)[-1]
+            if i in loud or error not in self._reported:  # each distinct error once, with where it happened
+                self._reported.add(error)
+                log.warning("%s: world %d (seed %d) failed and was ended at %s", self.name, i, self.seeds[i], message)
+
+    def _every_world_failed(self, what: str = "") -> str:
+        if self._errors:
+            i, message = next(iter(self._errors.items()))
+            first = f"world {i} (seed {self.seeds[i]}) {message}"
+        else:
+            first = "unknown"
+        worlds = "its one world" if self.num_worlds == 1 else f"every one of the {self.num_worlds} worlds"
+        return _one_line(f"{self.name}: {worlds} failed{what}; first error: {first}")
+
+    def _each(self, name: str, calls: dict[int, tuple]) -> dict[int, Any]:
+        """`OutcomeEnv.<name>(*calls[i])` on each world `i` in `calls` -> {i: result, or `Lost`}."""
+        if self.sync:
+            results = {}
+            for i, args in calls.items():
+                self._watch.world = i
+                self._watch.arm(name)
+                try:
+                    results[i] = getattr(self.vec.envs[i], name)(*args)
+                finally:
+                    self._watch.disarm()
+            return results
+        answers, lost = self.vec.exchange({i: ("_call", (name, args, {})) for i, args in calls.items()},
+                                          self.timeout)  # fmt: skip
+        return {**answers, **lost}
+
+    # -- group_start=clone: every world reset, then each group's members made copies of its first --
+    def _copy(self, lead: np.ndarray, worlds: np.ndarray, method: str, starts: dict[int, Any] | None = None,
+              strict: bool = True):  # fmt: skip
         """Make each world in `worlds` a copy of its group's first world `lead[w]` at its reset
-        (from `starts` when given) -> the starts, by first world."""
+        (from `starts` when given) -> the starts, by first world. `strict`: a copy that fails is a
+        `CopyFailed`; else the worlds it leaves without a start fail (a lost first world too)."""
         if starts is None:
             starts = self._each("take_start", {int(i): (method,) for i in np.unique(lead[worlds])})
-        errors = [s for s in starts.values() if isinstance(s, str)]
-        if not errors:
-            errors = [e for e in self._each("adopt_start", {int(w): (method, starts[int(lead[w])]) for w in worlds})
-                      .values() if e is not None]  # fmt: skip
-        if errors:
-            raise CopyFailed(errors[0])
+        lost = {i: s for i, s in starts.items() if isinstance(s, Lost)}  # a first world hung or died
+        bad = {i: s for i, s in starts.items() if isinstance(s, str)}  # its snapshot failed
+        if strict and (lost or bad):
+            raise CopyFailed(next(iter(bad.values())) if bad else next(iter(lost.values())).why)
+
+        unstarted = {**{i: s.why for i, s in lost.items()}, **bad}
+
+        def usable(start: Any) -> Any:
+            return None if isinstance(start, str | Lost) else start
+
+        adopted = self._each("adopt_start", {int(w): (method, usable(starts[int(lead[w])])) for w in worlds})
+        problems = {i: f"copy: {s.why}" for i, s in lost.items()}  # world -> why it has no start
+        for w, outcome in adopted.items():
+            if isinstance(outcome, Lost):
+                problems[w], lost[w] = f"copy: {outcome.why}", outcome
+            elif outcome is not None:
+                if strict:
+                    raise CopyFailed(outcome)
+                problems[w] = f"copy: {outcome}"
+        if strict and lost:
+            raise CopyFailed(next(iter(lost.values())).why)
         src = lead[worlds]
         self._obs[worlds], self.failed[worlds] = self._obs[src], self.failed[src]
         self.steps[worlds], self.success[worlds], self.terminated[worlds] = 0, False, False
+        for w in worlds.tolist():  # the members of a first world that gave no snapshot have no start
+            first = int(lead[w])
+            if first in unstarted and w != first:
+                problems.setdefault(w, f"copy: world {first} could not be copied: {unstarted[first]}")
+        broken = np.array(sorted(problems), dtype=np.int64)
+        self.failed[broken], self._obs[broken] = True, 0.0
         self.truncated[worlds] = self.failed[worlds]
+        self.truncated[broken], self.terminated[broken] = True, False
+        self._ended[self.failed] = FAILED
+        self._ended[worlds[~self.failed[worlds]]] = RUNNING
+        self._record({i: problems[i] for i in broken.tolist()}, loud=lost)
         return starts
 
     def _copy_starts(self, seeds: np.ndarray) -> None:
@@ -441,10 +912,13 @@ class GymGroupEnv:
         if not len(members):
             return
         if self.copy_method is not None:
-            self._copy(lead, members, self.copy_method)
+            self._copy(lead, members, self.copy_method, strict=False)
             return
         tried = []
-        for method in self._each("copy_methods", {0: ()})[0]:
+        methods = self._each("copy_methods", {0: ()})[0]
+        if isinstance(methods, Lost):
+            raise ValueError(f"{self.name}: world 0 (seed {seeds[0]}) copy_methods: {methods.why}")
+        for method in methods:
             try:  # every world is stepped by the check, so every group's first world is snapshot
                 starts = self._each("take_start", {int(i): (method,) for i in np.unique(lead)})
                 self._copy(lead, members, method, starts)
@@ -457,7 +931,7 @@ class GymGroupEnv:
                 log.info("%s: group starts copied by %s", self.name, method)
                 return
             tried.append(f"{method} ({problem})")
-            self._update(*self.vec.reset(seed=[int(s) for s in seeds]))
+            self._reset_worlds(seeds)
         raise ValueError(
             f"{self.name} cannot give a group equal starts with env.group_start=clone: no copy of a reset world "
             f"behaved as the original (tried {'; '.join(tried)}); add get_state() and set_state(state) to the env, "
@@ -474,8 +948,22 @@ class GymGroupEnv:
         for t in range(steps + 1):
             if t:
                 action = rng.uniform(-1.0, 1.0, self.action_dim).astype(np.float32)
-                self.vec.step(np.tile(action, (self.num_worlds, 1)))
+                actions = np.tile(action, (self.num_worlds, 1))
+                if self.sync:
+                    self._watch.arm("step")
+                    try:
+                        self.vec.step(actions)
+                    finally:
+                        self._watch.disarm()
+                else:
+                    _, lost = self.vec.exchange({i: ("step", actions[i]) for i in everyone}, self.timeout)
+                    if lost:
+                        i = next(iter(lost))
+                        return f"world {i} {lost[i].why} in step {t} of the check"
             seen = self._each("observed", everyone)
+            for i, value in seen.items():
+                if isinstance(value, Lost):
+                    return f"world {i} {value.why} in the check"
             for m in members:
                 a, b = seen[int(lead[m])], seen[int(m)]
                 if a.shape != b.shape or not np.array_equal(a, b):
@@ -483,25 +971,26 @@ class GymGroupEnv:
                     return f"world {m} differs from world {lead[m]} after {t} steps, observation entry {k}"
         failed_before = self.failed.copy()
         self._copy(lead, np.arange(self.num_worlds), method, starts)
-        obs, info = self.vec.reset(seed=[int(s) for s in seeds])  # a copy must also start its next episode
-        self._update(obs, info)
+        self._reset_worlds(seeds)  # a copy must also start its next episode
         broken = np.flatnonzero(self.failed & ~failed_before)
         if len(broken):
-            return f"world {broken[0]}, a copy, failed its next reset: {info['error'][broken[0]]}"
+            return f"world {broken[0]}, a copy, failed its next reset: {self._errors.get(int(broken[0]), 'unknown')}"
         return None
 
     def _check_seeding(self, seeds: np.ndarray, obs: np.ndarray) -> None:
+        """Worlds reset from one seed must start equal, and a world reset again from its seed must
+        repeat its start (the members of a group alone can agree by chance: async workers forked
+        from one process share an unseeded generator's state)."""
         ok = ~self.failed
         unique, inverse, counts = np.unique(seeds, return_inverse=True, return_counts=True)
-        if (counts[inverse][ok] > 1).any():  # compare the members of each group with its first
-            first = {}
-            for i in np.flatnonzero(ok):
-                j = first.setdefault(inverse[i], i)
-                if not np.array_equal(obs[i], obs[j]):
-                    self._seeding_error(f"worlds {j} and {i} were both reset with seed {seeds[i]}", obs[j], obs[i])
-            return
-        again, _ = self.vec.reset(seed=[int(s) for s in seeds])  # no repeated seed: reset twice
-        for i in np.flatnonzero(ok):
+        first: dict[int, int] = {}
+        for i in np.flatnonzero(ok & (counts[inverse] > 1)):  # compare the members of each group with its first
+            j = first.setdefault(inverse[i], i)
+            if not np.array_equal(obs[i], obs[j]):
+                self._seeding_error(f"worlds {j} and {i} were both reset with seed {seeds[i]}", obs[j], obs[i])
+        obs = obs.copy()
+        again = self._reset_worlds(seeds)
+        for i in np.flatnonzero(ok & ~self.failed):
             if not np.array_equal(obs[i], again[i]):
                 self._seeding_error(f"world {i} was reset twice with seed {seeds[i]}", obs[i], again[i])
 
@@ -514,43 +1003,29 @@ class GymGroupEnv:
             "reset(seed=...), or set env.check_seeding=false if its observations are noisy by design"
         )
 
-    def _update(self, obs: np.ndarray, info: dict[str, Any]) -> None:
-        ended = info["ended"]
-        self._obs[:] = obs
-        self.steps[:] = info["steps"]
-        self.success[:] = info["success"]
-        self.failed[:] = ended == FAILED
-        self.terminated[:] = ended == SUCCEEDED
-        self.truncated[:] = (ended != RUNNING) & (ended != SUCCEEDED)
-        if "error" in info:
-            for i in np.flatnonzero(info["_error"]):
-                message = str(info["error"][i])
-                error = message.split(": ", 1)[-1]
-                if error not in self._reported:  # each distinct error once, with where it happened
-                    self._reported.add(error)
-                    seed = self.seeds[i]
-                    log.warning("%s: world %d (seed %d) failed and was ended at %s", self.name, i, seed, message)
-
-    @staticmethod
-    def _first_error(info: dict[str, Any]) -> str:
-        errors = info.get("error")
-        return "unknown" if errors is None else str(errors[np.flatnonzero(info["_error"])[0]])
-
     def obs(self) -> np.ndarray:
         return self._obs.copy()
 
     def step(self, actions: np.ndarray):
         """`actions: [B, action_dim]` in [-1, 1]; rows of finished worlds are ignored. Returns
-        `(obs, reward, terminated, truncated, info)` like `BatchedEnv.step`."""
+        `(obs, reward, terminated, truncated, info)` like `BatchedEnv.step`. `EnvFailure` when
+        every world has failed."""
         if not self._was_reset:
             raise RuntimeError("call reset(seeds) before step()")
         active = ~self.done
         actions = check_actions(actions, active, self.action_dim)
-        obs, reward, _, _, info = self.vec.step(np.where(active[:, None], actions, 0.0))
-        self._update(obs, info)
+        reward = self._step_worlds(np.where(active[:, None], actions, 0.0), active)
+        if self.failed.all():
+            raise EnvFailure(self._every_world_failed())
         info = {"is_success": self.success.copy(), "failed": self.failed.copy(), "n_failed": int(self.failed.sum()),
                 "active": active}  # fmt: skip
         return self.obs(), (reward * active).astype(np.float32), self.terminated.copy(), self.truncated.copy(), info
 
+    def worker_pids(self) -> list[int | None]:
+        """The async backend's worker processes, by world (empty for sync)."""
+        return self.vec.pids() if isinstance(self.vec, WorkerPool) else []
+
     def close(self) -> None:
-        self.vec.close()
+        self._watch.close()
+        if self.vec is not None:
+            self.vec.close()

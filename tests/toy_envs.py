@@ -8,6 +8,7 @@ break one rule the backend must catch or contain.
 from __future__ import annotations
 
 import threading
+import time
 
 import gymnasium as gym
 import numpy as np
@@ -183,6 +184,96 @@ class NaNAfterFirstStep(PointReach):
         if self.t >= 2 and self.goal[1] > 0:
             obs = obs * np.nan
         return (obs, *rest)
+
+
+class RaisesOnFirstStep(PointReach):
+    """The first step of a freshly built instance raises; every later one works."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.fresh = True
+
+    def step(self, action):
+        if self.fresh:
+            self.fresh = False
+            raise RuntimeError("not warmed up")
+        return super().step(action)
+
+
+class AlwaysRaises(PointReach):
+    """Its `step` (or its `reset`, with `call="reset"`) raises every time."""
+
+    def __init__(self, call: str = "step", **kwargs):
+        super().__init__(**kwargs)
+        self.call = call
+
+    def reset(self, *, seed=None, options=None):
+        if self.call == "reset":
+            raise RuntimeError("boom")
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action):
+        raise RuntimeError("boom")
+
+
+class RaisesAtRandom(PointReach):
+    """Each step raises with probability `p`, drawn from the seeded generator: which worlds raise,
+    and at which step, depends on the reset seed only. With `tolerance=0` nothing ever succeeds."""
+
+    def __init__(self, p: float = 0.05, **kwargs):
+        super().__init__(**kwargs)
+        self.p = p
+
+    def step(self, action):
+        if self.np_random.random() < self.p:
+            raise RuntimeError(f"random crash at step {self.t + 1}")
+        return super().step(action)
+
+
+def crash_step(seed: int, p: float, horizon: int) -> int | None:
+    """The step at which `RaisesAtRandom(p)` reset from `seed` raises (None: it does not, within
+    `horizon` steps, when nothing succeeds)."""
+    env = RaisesAtRandom(p=p, tolerance=0.0)
+    env.reset(seed=seed)
+    for t in range(1, horizon + 1):
+        try:
+            env.step(np.zeros(2))
+        except RuntimeError:
+            return t
+    return None
+
+
+class Hangs(PointReach):
+    """Hangs (sleeps for an hour) in `step` number `at` of an episode reset from `seed`, or in that
+    reset with `at=0`; every other call works, each step taking `delay` seconds."""
+
+    def __init__(self, seed: int = 5, at: int = 3, delay: float = 0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.hang_seed, self.at, self.delay = seed, at, delay
+
+    def reset(self, *, seed=None, options=None):
+        self.seed = seed
+        if self.at == 0 and seed == self.hang_seed:
+            time.sleep(3600)
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action):
+        if self.t + 1 == self.at and self.seed == self.hang_seed:
+            time.sleep(3600)
+        time.sleep(self.delay)
+        return super().step(action)
+
+
+class NaNFrom(PointReach):
+    """Every observation is non-finite from step `at` on (`at=0`: from the reset)."""
+
+    def __init__(self, at: int = 1, **kwargs):
+        super().__init__(**kwargs)
+        self.at = at
+
+    def _obs(self):
+        obs = super()._obs()
+        return obs * np.nan if self.t >= self.at else obs
 
 
 def goal_reached(obs, info) -> bool:

@@ -1,0 +1,273 @@
+"""Envs that misbehave (tests/toy_envs.py) neither hang nor crash a run: a raising probe step is
+retried, worlds that raise fail alone, hung worlds are killed and replaced (async) or end the run
+with one line (sync), a batch in which every world failed is one `EnvFailure`, and an env that
+ignores its seed is refused by the CLI in one line."""
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+import toy_envs
+from cli_harness import run_main
+from test_train import ROOT
+
+from grpo_robot.config import AlgoConfig, EnvConfig, TrainConfig
+from grpo_robot.gym_vector import EnvFailure, GymGroupEnv
+from grpo_robot.hooks import Hook
+from grpo_robot.trainer import Trainer
+
+TINY = ["iterations=1", "eval_seeds=4", "algo.groups_per_iter=2", "algo.group_size=2", "progress=false"]
+
+
+def toy(cls: str, **kw) -> EnvConfig:
+    return EnvConfig(task=None, entry_point=f"toy_envs:{cls}", horizon=kw.pop("horizon", 10), **kw)
+
+
+def run_episode(env: GymGroupEnv, seeds) -> np.ndarray:
+    obs = env.reset(seeds)
+    while not env.done.all():
+        obs, *_ = env.step(np.zeros((env.num_worlds, 2)))
+    return obs
+
+
+def children() -> dict[int, str]:
+    """This process's child processes -> their state (`Z`: a zombie), read from /proc."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == os.getpid():
+                found[int(entry)] = fields[0]
+    return found
+
+
+def test_a_step_that_raises_on_a_fresh_env_passes_the_probe_and_fails_only_those_worlds(caplog):
+    with caplog.at_level(logging.WARNING, logger="grpo_robot.gym_vector"):
+        env = GymGroupEnv(toy("RaisesOnFirstStep"), 4)  # the probe's first episode raises, its second runs
+    assert "its step raised in the probe episode from seed 0 (RuntimeError: not warmed up) but not from seed 1" in (
+        caplog.text
+    )
+    try:
+        env.reset([5, 6, 7, 8])
+        _, _, _, _, info = env.step(np.zeros((4, 2)))
+        # world 0 is the probed env, already warmed up; worlds 1-3 are fresh: their first step raised
+        assert env.failed.tolist() == [False, True, True, True] and info["n_failed"] == 3
+        assert env.steps.tolist() == [1, 1, 1, 1] and env.done.tolist() == [False, True, True, True]
+        run_episode(env, [5, 6, 7, 8])  # the next episode: nothing raises
+        assert not env.failed.any() and env.steps.tolist() == [10] * 4
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("call", ["step", "reset"])
+def test_an_env_that_always_raises_is_refused_in_one_line(call):
+    with pytest.raises(ValueError) as info:
+        GymGroupEnv(toy("AlwaysRaises", kwargs={"call": call}), 2)
+    assert str(info.value) == f"toy_envs:AlwaysRaises: {call} raised on each of 3 probe episodes: RuntimeError: boom"
+
+
+def test_the_cli_refuses_an_env_that_always_raises_in_one_line(tmp_path):
+    out = run_main("train", "env=gym", "env.entry_point=tests.toy_envs:AlwaysRaises", "env.horizon=10",
+                   f"hydra.run.dir={tmp_path}", *TINY)  # fmt: skip
+    assert out.code == 2
+    assert out.error_lines == [
+        "error: tests.toy_envs:AlwaysRaises: step raised on each of 3 probe episodes: RuntimeError: boom"
+    ]
+
+
+@pytest.mark.parametrize("vector", ["sync", "async"])
+def test_worlds_that_raise_at_random_steps_fail_alone_and_the_others_run_on(vector, caplog):
+    p, horizon, seeds = 0.05, 20, list(range(100, 108))
+    expected = [toy_envs.crash_step(s, p, horizon) for s in seeds]  # the same env, stepped here
+    crashed = np.array([t is not None for t in expected])
+    assert 0 < crashed.sum() < len(seeds)  # the seeds give a mixed batch
+    env = GymGroupEnv(toy("RaisesAtRandom", horizon=horizon, vector=vector, kwargs={"p": p, "tolerance": 0.0}), 8)
+    try:
+        with caplog.at_level(logging.WARNING, logger="grpo_robot.gym_vector"):
+            run_episode(env, seeds)
+        assert env.failed.tolist() == crashed.tolist()
+        assert env.steps.tolist() == [horizon if t is None else t for t in expected]
+        first = int(np.flatnonzero(crashed)[0])
+        assert (f"world {first} (seed {seeds[first]}) failed and was ended at step {expected[first]}: RuntimeError: "
+                f"random crash at step {expected[first]}") in caplog.text  # fmt: skip
+        run_episode(env, seeds)  # the same seeds, the same worlds fail
+        assert env.failed.tolist() == crashed.tolist()
+    finally:
+        env.close()
+
+
+def test_training_runs_on_when_some_worlds_raise(tmp_path):
+    class Failures(Hook):
+        seen: list[float] = []
+
+        def on_log(self, trainer, scalars, step):
+            if "charts/failed_worlds" in scalars:
+                self.seen.append(scalars["charts/failed_worlds"])
+
+    algo = AlgoConfig(group_size=4, groups_per_iter=4, minibatches=1)
+    env = toy("RaisesAtRandom", horizon=20, kwargs={"p": 0.05, "tolerance": 0.0})
+    cfg = TrainConfig(env=env, iterations=2, eval_seeds=4, progress=False, algo=algo)
+    trainer = Trainer(cfg, tmp_path, hooks=[Failures()])
+    try:
+        summary = trainer.run()
+    finally:
+        trainer.close()
+    assert summary["iterations"] == 2
+    assert len(Failures.seen) == 2 and all(0 < f < 1 for f in Failures.seen), Failures.seen
+
+
+def test_a_hung_step_in_async_fails_that_world_only_and_its_replacement_works(caplog):
+    before = children()
+    env = GymGroupEnv(toy("Hangs", vector="async", step_timeout_s=1.0, kwargs={"seed": 5, "at": 3}), 4)
+    try:
+        pids = env.worker_pids()
+        assert set(pids) <= set(children()) - set(before)
+        start = time.monotonic()
+        with caplog.at_level(logging.WARNING, logger="grpo_robot.gym_vector"):
+            run_episode(env, [6, 5, 7, 8])  # world 1 hangs in its step 3
+        assert 0.9 < time.monotonic() - start < 5.0
+        assert env.failed.tolist() == [False, True, False, False]
+        assert env.steps.tolist() == [10, 3, 10, 10]  # the others finished their episodes
+        assert ("toy_envs:Hangs: world 1 (seed 5) failed and was ended at step 3: did not return within "
+                "env.step_timeout_s=1 s; its process was killed and replaced") in caplog.text  # fmt: skip
+        now = env.worker_pids()
+        assert now[0] == pids[0] and now[2:] == pids[2:] and now[1] != pids[1]  # world 1's worker replaced
+        assert pids[1] not in children()  # killed and reaped
+        run_episode(env, [6, 9, 7, 8])  # the replacement runs world 1 at the next reset
+        assert not env.failed.any() and env.steps.tolist() == [10] * 4
+    finally:
+        env.close()
+    assert children() == before  # no worker left, no zombie
+
+
+def test_a_hung_reset_in_async_fails_that_world_only(caplog):
+    before = children()
+    env = GymGroupEnv(toy("Hangs", vector="async", step_timeout_s=1.0, kwargs={"seed": 5, "at": 0}), 4)
+    try:
+        start = time.monotonic()
+        with caplog.at_level(logging.WARNING, logger="grpo_robot.gym_vector"):
+            obs = run_episode(env, [6, 7, 8, 5])  # world 3 hangs in its reset
+        assert 0.9 < time.monotonic() - start < 5.0
+        assert env.failed.tolist() == [False, False, False, True]
+        assert env.steps.tolist() == [10, 10, 10, 0] and (obs[3] == 0).all()
+        assert "world 3 (seed 5) failed and was ended at reset: did not return within env.step_timeout_s=1 s" in (
+            caplog.text
+        )
+        run_episode(env, [6, 7, 8, 9])
+        assert not env.failed.any() and env.steps.tolist() == [10] * 4
+    finally:
+        env.close()
+    assert children() == before
+
+
+def test_async_workers_ignore_sigint_and_sigterm():
+    before = children()
+    env = GymGroupEnv(toy("PointReach", vector="async"), 2)
+    try:
+        for pid in env.worker_pids():
+            os.kill(pid, signal.SIGINT)
+            os.kill(pid, signal.SIGTERM)
+        time.sleep(0.3)
+        assert all(children().get(pid) not in (None, "Z") for pid in env.worker_pids())
+        run_episode(env, [1, 2])
+        assert not env.failed.any() and env.steps.tolist() == [10, 10]
+    finally:
+        env.close()  # ends them although they ignore SIGTERM
+    assert children() == before
+
+
+def test_an_async_step_interrupted_by_ctrl_c_leaves_the_worlds_usable():
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    env = GymGroupEnv(toy("Hangs", vector="async", kwargs={"seed": -1, "delay": 0.6}), 2)  # a step takes 0.6 s
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        pids = env.worker_pids()
+        env.reset([1, 2])
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        with pytest.raises(KeyboardInterrupt):
+            env.step(np.zeros((2, 2)))  # the answers come after the interrupt...
+        start = time.monotonic()
+        env.reset([3, 4])  # ...and are read and dropped before the next call
+        assert 0.2 < time.monotonic() - start < 3.0
+        assert env.worker_pids() == pids and not env.failed.any() and env.steps.tolist() == [0, 0]
+        env.step(np.zeros((2, 2)))
+        assert env.steps.tolist() == [1, 1] and not env.failed.any()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        env.close()
+
+
+def test_a_hung_step_in_sync_ends_the_process_with_one_line(tmp_path):
+    script = textwrap.dedent("""
+        import sys, time
+        import numpy as np
+        from grpo_robot.config import EnvConfig
+        from grpo_robot.gym_vector import GymGroupEnv
+
+        cfg = EnvConfig(task=None, entry_point="toy_envs:Hangs", horizon=10, step_timeout_s=1.5,
+                        kwargs={"seed": 5, "at": 3, "delay": 0.06})
+        env = GymGroupEnv(cfg, 3)
+        for seeds in ([6, 7, 8], [6, 5, 7]):  # 10 steps of 3 x 0.06 s, then world 1 hangs in step 3
+            print("episode", time.monotonic(), flush=True)
+            env.reset(seeds)
+            while not env.done.all():
+                env.step(np.zeros((3, 2)))
+        print("not reached", flush=True)
+    """)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env)
+    ended = time.monotonic()
+    starts = [float(line.split()[1]) for line in out.stdout.splitlines() if line.startswith("episode")]
+    assert out.returncode == 1, out.stderr
+    assert len(starts) == 2 and "not reached" not in out.stdout  # the first episode, 1.8 s long, ran through
+    errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [
+        "error: toy_envs:Hangs: world 1 (seed 5) did not return from step 3 within env.step_timeout_s=1.5 s; the world "
+        "hangs (a hung call cannot be interrupted in this process; env.vector=async kills and replaces a hung world "
+        "instead)"
+    ]
+    assert 1.5 + 0.36 < ended - starts[1] < 6.0  # two steps of 0.18 s, then the timeout (and the exit)
+
+
+def test_every_world_failing_is_one_env_failure():
+    env = GymGroupEnv(toy("NaNFrom", kwargs={"at": 1}), 4)
+    try:
+        env.reset([3, 4, 5, 6])
+        with pytest.raises(EnvFailure) as info:
+            env.step(np.zeros((4, 2)))
+    finally:
+        env.close()
+    assert str(info.value) == ("toy_envs:NaNFrom: every one of the 4 worlds failed; first error: world 0 (seed 3) "
+                               "step 1: non-finite observation")  # fmt: skip
+    unchecked = GymGroupEnv(toy("NaNFrom", kwargs={"at": 0}, check_seeding=False), 2)  # nothing reset when built
+    with pytest.raises(EnvFailure, match=r"^toy_envs:NaNFrom: every one of the 2 worlds failed to reset; first "
+                                         r"error: world 0 \(seed 7\) reset: non-finite observation$"):  # fmt: skip
+        unchecked.reset([7, 8])
+    unchecked.close()
+    with pytest.raises(ValueError, match=r"^toy_envs:NaNFrom: every one of the 2 worlds failed to reset;"):
+        GymGroupEnv(toy("NaNFrom", kwargs={"at": 0}), 2)  # the seeding check resets them when the env is built
+
+
+@pytest.mark.parametrize("vector", ["sync", "async"])
+def test_the_cli_refuses_an_env_that_ignores_its_seed_in_one_line(tmp_path, vector):
+    before = children()
+    out = run_main("train", "env=gym", "env.entry_point=tests.toy_envs:GlobalRandomReach", "env.horizon=10",
+                   f"env.vector={vector}", f"hydra.run.dir={tmp_path}", *TINY)  # fmt: skip
+    assert out.code == 2, out.stderr
+    assert len(out.error_lines) == 1, out.stderr
+    assert out.error_lines[0].startswith("error: tests.toy_envs:GlobalRandomReach ignores its reset seed: world")
+    assert "env.group_start=clone" in out.error_lines[0]
+    assert children() == before  # the async workers were ended
