@@ -41,6 +41,7 @@ from grpo_robot.config import TrainConfig, config_dict, policy_kwargs, validate
 from grpo_robot.device import resolve_device
 from grpo_robot.environment import GroupEnv, make_env, make_eval_env
 from grpo_robot.evaluation import EvalResult, evaluate
+from grpo_robot.gym_vector import EnvFailure
 from grpo_robot.hooks import Hook, IterationRecord, default_hooks
 from grpo_robot.policies import Policy, build_policy
 from grpo_robot.rollout import GroupSampler
@@ -50,7 +51,8 @@ from grpo_robot.update import AdvantageSource, GroupAdvantages, Learner, Trainin
 
 # what ends a run early with an error, its last completed iteration saved: a broken env, an update
 # that keeps going non-finite, a file that cannot be written
-RUN_ERRORS: tuple[type[BaseException], ...] = (TrainingDiverged, checkpoint.WriteError, checkpoint.NonFiniteError)
+RUN_ERRORS: tuple[type[BaseException], ...] = (TrainingDiverged, EnvFailure, checkpoint.WriteError,
+                                               checkpoint.NonFiniteError)  # fmt: skip
 
 
 class Trainer:

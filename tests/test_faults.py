@@ -296,3 +296,37 @@ def test_a_full_disk_stops_the_run_in_one_line_with_the_checkpoint_before_intact
         lines = [line for line in err.splitlines() if line.strip()]
         assert len(lines) == 1 and "errno EFBIG" in lines[0]
         assert not (run_dir / "checkpoints" / "last.pt").exists() and not list(run_dir.rglob("*.tmp"))
+
+
+GYM_TINY = ["env=gym", "env.horizon=10", "algo.groups_per_iter=2", "algo.group_size=2", "algo.epochs=1",
+            "algo.minibatches=1", "policy.hidden_sizes=[16]", "eval_seeds=4", "eval_every=100000",
+            "progress=false", "checkpoint_every=100000"]  # fmt: skip
+
+
+def test_a_hung_sync_env_saves_the_last_iteration_and_stops_in_one_line(tmp_path):
+    run_dir = tmp_path / "run"
+    args = [sys.executable, str(ROOT / "scripts" / "train.py"), *GYM_TINY, "env.entry_point=toy_envs:Breaks",
+            "+env.kwargs.after=150", "env.step_timeout_s=1", "iterations=1000", f"hydra.run.dir={run_dir}"]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tests")}
+    start = time.monotonic()
+    out = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 1, out.stderr
+    lines = [line for line in out.stderr.splitlines() if line.strip() and "WARNING" not in line]
+    assert len(lines) == 1 and lines[0].startswith("error: toy_envs:Breaks: world "), out.stderr
+    assert "within env.step_timeout_s=1" in lines[0] and "saved the last completed iteration (" in lines[0]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    saved = state(run_dir / "checkpoints" / "last.pt")
+    assert summary["stopped"] == "error" and saved["iteration"] == summary["iterations"] >= 1
+    assert f"resume={run_dir}" in lines[0] and time.monotonic() - start < 60
+
+
+def test_an_env_whose_every_world_fails_stops_the_run_with_its_last_iteration(tmp_path):
+    import toy_envs
+
+    toy_envs.Breaks.calls = 0
+    cfg = compose_train_config(*GYM_TINY, "env.entry_point=toy_envs:Breaks", "+env.kwargs.after=150",
+                               "+env.kwargs.how=non_finite", "iterations=100")  # fmt: skip
+    summary = Trainer(cfg, tmp_path).run()
+    assert summary["stopped"] == "error" and "every one of the 4 worlds failed" in summary["error"]
+    assert "non-finite observation" in summary["error"] and "\n" not in summary["error"]
+    assert state(tmp_path / "checkpoints" / "last.pt")["iteration"] == summary["iterations"] >= 1

@@ -276,6 +276,27 @@ class NaNFrom(PointReach):
         return obs * np.nan if self.t >= self.at else obs
 
 
+class Breaks(PointReach):
+    """Works for the first `after` calls of `step` in this process (all worlds together), then
+    `how`: "hang" sleeps for an hour in every step, "non_finite" returns NaN observations."""
+
+    calls = 0
+
+    def __init__(self, after: int = 100, how: str = "hang", **kwargs):
+        super().__init__(**kwargs)
+        self.after, self.how = after, how
+
+    def step(self, action):
+        Breaks.calls += 1
+        if Breaks.calls > self.after and self.how == "hang":
+            time.sleep(3600)
+        return super().step(action)
+
+    def _obs(self):
+        obs = super()._obs()
+        return obs * np.nan if Breaks.calls > self.after and self.how == "non_finite" else obs
+
+
 def goal_reached(obs, info) -> bool:
     """A success_fn: the position within 0.1 of the goal, read from the observation."""
     return bool(np.linalg.norm(obs[:2] - obs[2:]) < 0.1)
