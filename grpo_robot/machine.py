@@ -57,3 +57,52 @@ def one_line(info: dict | None = None) -> str:
         f"{info['cpu']}, {info['cores']} cores{gpu}; Python {info['python']}, torch {info['torch']}, "
         f"mujoco {info['mujoco']}, numpy {info['numpy']}"
     )
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity; all logical cores where there is none)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def _read_int(path: str) -> int | None:
+    try:
+        with open(path) as f:
+            text = f.read().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None  # "max": no limit
+
+
+def available_memory() -> int | None:
+    """Bytes of memory this process can still allocate without swapping: /proc/meminfo's
+    MemAvailable, or less where a cgroup limit leaves less; None where neither is known."""
+    available = None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    available = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    for limit_path, usage_path in (
+        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),  # cgroup v2
+        ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),  # v1
+    ):
+        limit, usage = _read_int(limit_path), _read_int(usage_path)
+        if limit is not None and usage is not None and limit < 1 << 60:  # v1 writes a huge number for none
+            left = max(limit - usage, 0)
+            available = left if available is None else min(available, left)
+            break
+    return available
+
+
+def format_bytes(n: float) -> str:
+    """`4.1 TB`, `21.3 GB`, `512 MB` (decimal units)."""
+    for unit, size in (("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}" if n < 100 * size else f"{n / size:,.0f} {unit}"
+    return f"{n:.0f} B"

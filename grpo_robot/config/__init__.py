@@ -36,18 +36,23 @@ from grpo_robot.config.store import (
 )
 from grpo_robot.config.validate import (
     ConfigError,
+    check_values,
     validate,
     validate_bc,
+    validate_collect,
     validate_demos,
     validate_device,
     validate_env,
+    validate_eval,
     validate_policy,
+    validate_pretrain,
 )
 
 __all__ = [
     "AlgoConfig", "BCConfig", "ClipConfig", "CollectDemosConfig", "ConfigError", "CriticConfig", "DemoConfig",
     "DynamicSamplingConfig", "EnvConfig", "EvalConfig", "KLConfig", "PolicyConfig", "PretrainConfig",
-    "RENAMED_KEYS", "TrainConfig", "config_dict", "env_config", "env_config_dict", "env_name", "env_source", "migrate",
-    "policy_kwargs", "register_configs", "renamed_key_error", "to_train_config", "validate", "validate_bc",
-    "validate_demos", "validate_device", "validate_env", "validate_policy",
+    "RENAMED_KEYS", "TrainConfig", "check_values", "config_dict", "env_config", "env_config_dict", "env_name",
+    "env_source", "migrate", "policy_kwargs", "register_configs", "renamed_key_error", "to_train_config", "validate",
+    "validate_bc", "validate_collect", "validate_demos", "validate_device", "validate_env", "validate_eval",
+    "validate_policy", "validate_pretrain",
 ]  # fmt: skip

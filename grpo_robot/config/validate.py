@@ -1,18 +1,46 @@
 """Every range check of the configuration, in one place, before any environment is built.
 
 A bad value raises `ConfigError` with one line naming the key, the value and what is allowed.
-Fields declared with `choice`/`registered` (grpo_robot/config/schema.py) are checked by
-`check_choices` from their declaration; the rest are checked here by hand.
+Three layers, each generic where it can be:
+
+- `check_values` walks a config dataclass, nested ones included: every float must be finite,
+  every string non-empty, every `choice`/`registered` field one of its values
+  (grpo_robot/config/schema.py), and every field listed in `RANGES` inside its range. A new
+  float field is checked for finiteness without new code; a bound is one line in `RANGES`.
+- per-command functions add what depends on several keys: `validate` (training),
+  `validate_eval`, `validate_collect`, `validate_pretrain`, and the shared `validate_env`,
+  `validate_policy`, `validate_demos`, `validate_bc`, `validate_device`.
+- sizes bounded by this machine (grpo_robot/machine.py): `env.nthread` by its cores, and the
+  memory one iteration or one evaluation takes, estimated from the config before anything is
+  allocated, by its available memory (`check_memory`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
+from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
-from grpo_robot.config.schema import BCConfig, DemoConfig, EnvConfig, PolicyConfig, TrainConfig, env_source
-from grpo_robot.seeding import DEMO_RUNS
+from grpo_robot.config.schema import (
+    AlgoConfig,
+    BCConfig,
+    ClipConfig,
+    CollectDemosConfig,
+    CriticConfig,
+    DemoConfig,
+    DynamicSamplingConfig,
+    EnvConfig,
+    EvalConfig,
+    KLConfig,
+    PolicyConfig,
+    PretrainConfig,
+    TrainConfig,
+    env_source,
+)
+from grpo_robot.seeding import DEMO_RUNS, DEMO_SEEDS_PER_RUN, EVAL_SEED_END, EVAL_SEED_START
 
 
 class ConfigError(ValueError):
@@ -24,25 +52,246 @@ def _check(ok: bool, key: str, value: Any, allowed: str) -> None:
         raise ConfigError(f"{key}={value!r} is invalid: {allowed}")
 
 
-def check_choices(node: Any, prefix: str = "") -> None:
-    """Check every `choice`/`registered` field of the dataclass `node`, nested ones included."""
+# -- bounds ------------------------------------------------------------------------------------
+
+MAX_SEED = 2**63  # torch.manual_seed and numpy's SeedSequence take any seed below
+MAX_EVAL_SEEDS = EVAL_SEED_END - EVAL_SEED_START  # the held-out seed range (grpo_robot/seeding.py)
+MINUTES_PER_YEAR = 365 * 24 * 60
+MAX_HORIZON = 1_000_000  # control steps per episode: hours of simulated time at any control rate
+MAX_EPOCHS = 1000  # passes over one batch: epochs x minibatches optimizer steps per iteration
+MAX_SAMPLING_ROUNDS = 100  # each round simulates a whole iteration's groups again
+MAX_BC_STEPS = 1_000_000  # gradient steps of behaviour cloning, run before any training output
+MAX_DEMO_EPISODES = 10_000  # demonstrations collected before any training output
+MAX_GYM_WORLDS = 4096  # Gymnasium worlds per iteration: each is a whole env object (or process)
+# What one Gymnasium world takes at least: a FetchPush-v4 world measured 9.2 MB (RSS over 256
+# worlds, sync); other MuJoCo envs are as large or larger (robosuite: a whole robot model).
+GYM_WORLD_BYTES = 8e6
+MEMORY_FRACTION = 0.8  # of the memory available now, the most one run's estimate may take
+
+
+@dataclass(frozen=True)
+class Range:
+    """`low <= value <= high` (either end open, or absent). `guard`: the high end is a sanity
+    bound against absurd values, named in the message only when exceeded. `why` follows the
+    range in the message; `null` says what null means where the field may be null."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    guard: bool = False
+    why: str = ""
+    null: str = ""
+
+    def contains(self, v: float) -> bool:
+        if self.low is not None and (v <= self.low if self.low_open else v < self.low):
+            return False
+        return self.high is None or (v < self.high if self.high_open else v <= self.high)
+
+    def text(self, value: float, nullable: bool) -> str:
+        low = None if self.low is None else f"{'>' if self.low_open else '>='} {_num(self.low)}"
+        high = None if self.high is None else f"{'<' if self.high_open else '<='} {_num(self.high)}"
+        why = self.why
+        if self.guard and self.low is not None and math.isfinite(value) and value < self.low:
+            high, why = None, ""  # only the natural end was crossed
+        if low and high:
+            text = (
+                f"in {'(' if self.low_open else '['}{_num(self.low)}, {_num(self.high)}{')' if self.high_open else ']'}"
+            )
+        else:
+            text = low or high or "a number"
+        if why:
+            text += f" ({why})"
+        if nullable:
+            text += f" or null ({self.null})" if self.null else " or null"
+        return f"must be {text}"
+
+
+def _num(x: float) -> str:
+    """1000000 for a whole number (no exponent, no separators: they read as list commas), else 0.28."""
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+# (config class, field) -> its range. A config class used in several places (bc in training and
+# in pretrain_bc) is bounded the same everywhere.
+RANGES: dict[tuple[type, str], Range] = {
+    (EnvConfig, "horizon"): Range(1, MAX_HORIZON, guard=True, null="the env's own"),
+    (EnvConfig, "nthread"): Range(1, null="all cores"),  # and at most the cores (validate_env)
+    (EnvConfig, "step_timeout_s"): Range(0, 86400, low_open=True, why="seconds; 86400 is a day"),
+    (PolicyConfig, "init_std"): Range(0, 10, low_open=True, why="actions live in [-1, 1]"),
+    (PolicyConfig, "temperature"): Range(0, 100, low_open=True, why="it divides the logits"),
+    (PolicyConfig, "bins"): Range(2, 65536, guard=True),
+    (PolicyConfig, "embed_dim"): Range(1, 65536, guard=True),
+    (ClipConfig, "eps"): Range(0, 1, low_open=True, high_open=True),
+    (ClipConfig, "low"): Range(0, 1, low_open=True, high_open=True, null="eps"),
+    (ClipConfig, "high"): Range(0, 10, low_open=True, why="the ratio is clipped at 1 + high", null="eps"),
+    (ClipConfig, "dual"): Range(
+        1, 100, low_open=True, why="a negative advantage's objective is at least dual x A", null="off"
+    ),  # fmt: skip
+    (KLConfig, "beta"): Range(0, 1000),
+    (DynamicSamplingConfig, "max_rounds"): Range(
+        1, MAX_SAMPLING_ROUNDS, guard=True, why="each round simulates the iteration's groups again"
+    ),  # fmt: skip
+    (CriticConfig, "gamma"): Range(0, 1, low_open=True),
+    (CriticConfig, "gae_lambda"): Range(0, 1),
+    (CriticConfig, "vf_coef"): Range(0, 1000, low_open=True),
+    (CriticConfig, "shaping_coef"): Range(0, 1000, low_open=True),
+    (AlgoConfig, "adv_eps"): Range(0, 1, why="it is added to the group std of 0/1 outcomes"),
+    (AlgoConfig, "group_size"): Range(1),  # and >= 2 without a critic (validate)
+    (AlgoConfig, "groups_per_iter"): Range(1),
+    (AlgoConfig, "epochs"): Range(1, MAX_EPOCHS, guard=True, why="passes over each batch"),
+    (AlgoConfig, "minibatches"): Range(1),  # and at most the trajectories (validate)
+    (AlgoConfig, "lr"): Range(0, 1, low_open=True),
+    (AlgoConfig, "max_grad_norm"): Range(0, low_open=True, null="no clipping"),
+    (AlgoConfig, "max_skipped_steps"): Range(0),
+    (AlgoConfig, "entropy_coef"): Range(0, 1000),
+    (DemoConfig, "episodes"): Range(
+        1, MAX_DEMO_EPISODES, guard=True, why="they are collected before anything else is printed"
+    ),  # fmt: skip
+    (DemoConfig, "noise"): Range(0, 10, why="a std on actions that live in [-1, 1]"),
+    (DemoConfig, "seed"): Range(0, DEMO_RUNS, high_open=True),
+    (DemoConfig, "max_attempts"): Range(
+        1, DEMO_SEEDS_PER_RUN, guard=True, why="the seeds of one demo run", null="10 x episodes + 64"
+    ),  # fmt: skip
+    (BCConfig, "max_steps"): Range(
+        1, MAX_BC_STEPS, guard=True, why="behaviour cloning runs before anything else is printed"
+    ),  # fmt: skip
+    (BCConfig, "batch_size"): Range(1),
+    (BCConfig, "lr"): Range(0, 1, low_open=True),
+    (BCConfig, "weight_decay"): Range(0, 1000),
+    (BCConfig, "val_fraction"): Range(0, 1, high_open=True),
+    (BCConfig, "eval_every"): Range(1),
+    (BCConfig, "patience"): Range(1),
+    (BCConfig, "token_sigma"): Range(0),
+    (BCConfig, "seed"): Range(0, MAX_SEED, high_open=True, guard=True),
+    (TrainConfig, "seed"): Range(0, MAX_SEED, high_open=True, guard=True),
+    (TrainConfig, "iterations"): Range(1),
+    (TrainConfig, "max_env_steps"): Range(1, null="no budget"),
+    (TrainConfig, "time_limit_min"): Range(
+        0, MINUTES_PER_YEAR, low_open=True, guard=True, why="a year", null="no limit"
+    ),  # fmt: skip
+    (TrainConfig, "eval_every"): Range(1),
+    (TrainConfig, "eval_seeds"): Range(1, MAX_EVAL_SEEDS, guard=True, why="the held-out seed range"),
+    (TrainConfig, "target_success"): Range(0, 1, low_open=True, null="off"),
+    (TrainConfig, "checkpoint_every"): Range(1),
+    (EvalConfig, "n_seeds"): Range(1, MAX_EVAL_SEEDS, guard=True, why="the held-out seed range"),
+    (EvalConfig, "seed"): Range(0, MAX_SEED, high_open=True, guard=True),
+    (CollectDemosConfig, "nthread"): Range(1, null="all cores"),  # and at most the cores (validate_collect)
+    (PretrainConfig, "eval_seeds"): Range(0, MAX_EVAL_SEEDS, guard=True, why="0 skips the evaluation"),
+}
+
+# what an empty string field should have been (by field name); any other: "a non-empty string"
+_STRING_KINDS = {
+    "resume": "a path", "init_from": "a path", "path": "a path", "checkpoint": "a path", "output": "a path",
+    "dataset": "a path or a minari:<dataset id>", "expert": "module:attr", "entry_point": "module:Class",
+    "success_fn": "module:function", "id": "a registered Gymnasium id", "success_key": "a key of the env's info",
+    "device": "auto, cpu, cuda or cuda:N", "task": "a built-in task", "imports": "module names",
+}  # fmt: skip
+
+
+def _spelled(name: str) -> str:
+    return "import" if name == "imports" else name
+
+
+def _nullable(f: dataclasses.Field) -> bool:
+    return "None" in str(f.type) or f.type is Any or str(f.type) == "Any"
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def check_values(node: Any, prefix: str = "") -> None:
+    """Check every field of the config dataclass `node`, nested dataclasses included: floats
+    (alone or in lists) finite, strings non-empty, `choice`/`registered` fields one of their
+    values, and the fields in `RANGES` inside their range."""
     for f in dataclasses.fields(node):
         value = getattr(node, f.name)
-        key = f"{prefix}{'import' if f.name == 'imports' else f.name}"
+        key = f"{prefix}{_spelled(f.name)}"
         if dataclasses.is_dataclass(value):
-            check_choices(value, f"{key}.")
+            check_values(value, f"{key}.")
+            continue
         allowed = f.metadata.get("choices") or tuple(f.metadata.get("registry", ()))
         if allowed and value is not None and value not in allowed:
             _check(False, key, value, f"must be one of {', '.join(allowed)}")
+        rng = RANGES.get((type(node), f.name))
+        for item in value if isinstance(value, list | tuple) else [value]:
+            if isinstance(item, float) and not math.isfinite(item):
+                if isinstance(value, list | tuple):
+                    _check(False, key, value, "must be a list of finite numbers")
+                bounds = rng.text(item, _nullable(f)).removeprefix("must be ") if rng else ""
+                extra = f" {bounds}" if rng else (" or null" if _nullable(f) else "")
+                _check(False, key, value, f"must be a finite number{extra}")
+            if isinstance(item, str) and not item.strip():
+                kind = _STRING_KINDS.get(f.name, "a non-empty string")
+                _check(False, key, value, f"must be {kind}" + (" or null" if _nullable(f) else ""))
+        if rng is not None and _is_number(value) and not rng.contains(value):
+            _check(False, key, value, rng.text(value, _nullable(f)))
+
+
+def _check_keys(node: Any, cls: type, prefix: str = "") -> None:
+    """Refuse a key of the composed `node` that `cls` does not have (one appended with `+key=...`
+    passes Hydra's composition) or a missing mandatory value, nested nodes included."""
+    from omegaconf import DictConfig, OmegaConf
+
+    from grpo_robot.config.errors import unknown_key_message
+
+    fields = {_spelled(f.name): f for f in dataclasses.fields(cls)}
+    for name in map(str, node.keys()):
+        key = f"{prefix}{name}"
+        if name == "hydra" and not prefix:
+            continue
+        if name not in fields:
+            raise ConfigError(unknown_key_message(key, list(fields)))
+        if OmegaConf.is_missing(node, name):
+            kind = _STRING_KINDS.get(name, "a value")
+            raise ConfigError(f"{key} is missing: give {key}=<{kind.removeprefix('a ')}>")
+        sub_cls = next((c for c in _CONFIG_CLASSES if c.__name__ == str(fields[name].type)), None)
+        if sub_cls is not None and isinstance(node._get_node(name), DictConfig):
+            _check_keys(node[name], sub_cls, f"{key}.")
+
+
+def _typed(cfg: Any, cls: type, prefix: str = "") -> Any:
+    """`cfg` as a `cls` dataclass: itself, or a composed config (DictConfig or dict) whose keys
+    are checked first (`_check_keys`); a value that does not convert is a one-line `ConfigError`."""
+    if isinstance(cfg, cls):
+        return cfg
+    from omegaconf import DictConfig, OmegaConf
+
+    from grpo_robot.config.errors import one_line
+
+    node = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(dict(cfg or {}))
+    _check_keys(node, cls, prefix)
+    try:
+        if cls in (TrainConfig, EnvConfig):  # the env node may spell `import`
+            from grpo_robot.config.store import env_config, to_train_config
+
+            return to_train_config(node) if cls is TrainConfig else env_config(node)
+        values = OmegaConf.to_container(node, resolve=True)
+        values.pop("hydra", None)  # type: ignore[union-attr]
+        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(cls), values))
+    except ConfigError:
+        raise
+    except Exception as err:  # noqa: BLE001  (an interpolation that does not resolve, a wrong type)
+        raise ConfigError(one_line(err, prefix)) from None
+
+
+_CONFIG_CLASSES = (EnvConfig, PolicyConfig, ClipConfig, KLConfig, DynamicSamplingConfig, CriticConfig, AlgoConfig,
+                   DemoConfig, BCConfig, TrainConfig, EvalConfig, CollectDemosConfig, PretrainConfig)  # fmt: skip
+
+
+# -- training ----------------------------------------------------------------------------------
 
 
 def validate(cfg: TrainConfig) -> None:
     """Raise `ConfigError` on the first out-of-range value of a training config."""
     from grpo_robot.algo import ADVANTAGE_ESTIMATORS
 
+    cfg = _typed(cfg, TrainConfig)
+    check_memory(cfg)  # first: a size this machine cannot hold is refused with its estimate
     validate_env(cfg.env)
     validate_policy(cfg.policy)
-    check_choices(cfg.algo, "algo.")
+    check_values(cfg.algo, "algo.")
     algo, critic, sampling = cfg.algo, cfg.algo.critic, cfg.algo.dynamic_sampling
     needs_critic = ADVANTAGE_ESTIMATORS[algo.advantage].needs_critic
     _check(algo.group_size >= (1 if needs_critic else 2), "algo.group_size", algo.group_size,
@@ -55,41 +304,13 @@ def validate(cfg: TrainConfig) -> None:
                "shaped needs a critic (algo=ppo); GRPO's advantages come from the outcome alone")  # fmt: skip
         _check(bool(cfg.env.task), "algo.critic.reward", critic.reward,
                "shaped needs a built-in env.task, whose potential it uses")  # fmt: skip
-        _check(critic.shaping_coef > 0, "algo.critic.shaping_coef", critic.shaping_coef, "must be > 0")
-    _check(0 < critic.gamma <= 1, "algo.critic.gamma", critic.gamma, "must be in (0, 1]")
-    _check(0 <= critic.gae_lambda <= 1, "algo.critic.gae_lambda", critic.gae_lambda, "must be in [0, 1]")
-    _check(critic.vf_coef > 0, "algo.critic.vf_coef", critic.vf_coef, "must be > 0")
-    _check(algo.groups_per_iter >= 1, "algo.groups_per_iter", algo.groups_per_iter, "must be >= 1")
-    _check(algo.epochs >= 1, "algo.epochs", algo.epochs, "must be >= 1")
     n_traj = algo.group_size * algo.groups_per_iter
     _check(1 <= algo.minibatches <= n_traj, "algo.minibatches", algo.minibatches,
            f"must be in [1, group_size * groups_per_iter = {n_traj}]")  # fmt: skip
-    clip = algo.clip
-    _check(0 < clip.eps < 1, "algo.clip.eps", clip.eps, "must be in (0, 1)")
-    _check(clip.low is None or 0 < clip.low < 1, "algo.clip.low", clip.low, "must be in (0, 1) or null")
-    _check(clip.high is None or clip.high > 0, "algo.clip.high", clip.high, "must be > 0 or null")
-    _check(clip.dual is None or clip.dual > 1, "algo.clip.dual", clip.dual, "must be > 1 or null")
-    _check(algo.adv_eps >= 0, "algo.adv_eps", algo.adv_eps, "must be >= 0")
-    _check(algo.kl.beta >= 0, "algo.kl.beta", algo.kl.beta, "must be >= 0")
-    _check(algo.entropy_coef >= 0, "algo.entropy_coef", algo.entropy_coef, "must be >= 0")
     lo_hi = list(sampling.keep_range)
     _check(len(lo_hi) == 2 and 0 <= lo_hi[0] < lo_hi[1] <= 1, "algo.dynamic_sampling.keep_range", lo_hi,
            "must be [low, high] with 0 <= low < high <= 1")  # fmt: skip
-    _check(sampling.max_rounds >= 1, "algo.dynamic_sampling.max_rounds", sampling.max_rounds, "must be >= 1")
-    _check(algo.lr > 0, "algo.lr", algo.lr, "must be > 0")
-    _check(algo.max_grad_norm is None or algo.max_grad_norm > 0, "algo.max_grad_norm", algo.max_grad_norm,
-           "must be > 0 or null")  # fmt: skip
-    _check(cfg.iterations >= 1, "iterations", cfg.iterations, "must be >= 1")
-    _check(cfg.max_env_steps is None or cfg.max_env_steps > 0, "max_env_steps", cfg.max_env_steps,
-           "must be > 0 or null")  # fmt: skip
-    _check(cfg.time_limit_min is None or cfg.time_limit_min > 0, "time_limit_min", cfg.time_limit_min,
-           "must be > 0 or null")  # fmt: skip
-    _check(cfg.eval_every >= 1, "eval_every", cfg.eval_every, "must be >= 1")
-    _check(cfg.eval_seeds >= 1, "eval_seeds", cfg.eval_seeds, "must be >= 1")
-    _check(cfg.target_success is None or 0 < cfg.target_success <= 1, "target_success", cfg.target_success,
-           "must be in (0, 1] or null")  # fmt: skip
-    _check(cfg.checkpoint_every >= 1, "checkpoint_every", cfg.checkpoint_every, "must be >= 1")
-    _check(cfg.seed >= 0, "seed", cfg.seed, "must be >= 0")
+    check_values(cfg)  # the top-level keys (and anything nested not checked above)
     _check(not (cfg.pretrain and cfg.init_from), "pretrain", cfg.pretrain,
            f"cannot be combined with init_from={cfg.init_from!r}; choose one starting policy")  # fmt: skip
     _check(not cfg.pretrain or bool(cfg.env.task or cfg.demos.expert or cfg.demos.path), "pretrain", cfg.pretrain,
@@ -104,66 +325,354 @@ _CALLABLE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 
 def validate_env(env: EnvConfig) -> None:
+    """The env of any command: exactly one of task/id/entry_point, their forms, and the ranges
+    (`env.nthread` at most this machine's cores)."""
+    from grpo_robot.machine import usable_cores
+
     named = [f"env.{k}={getattr(env, k)!r}" for k in ("task", "id", "entry_point") if getattr(env, k)]
     if len(named) != 1:
-        given = " and ".join(named) + (" are both set" if named else "none is set")
+        given = " and ".join(named) + " are both set" if named else "env.task, env.id and env.entry_point are all null"
         raise ConfigError(
             f"{given}: set exactly one of env.task (a built-in task), env.id (a registered Gymnasium id) "
             "or env.entry_point (module:Class)"
         )
-    check_choices(env, "env.")
+    check_values(env, "env.")
     if env.entry_point:
         _check(bool(_CALLABLE.match(env.entry_point)), "env.entry_point", env.entry_point,
                "must be module:Class, e.g. my_package.envs:MyEnv")  # fmt: skip
     if env.success_fn:
         _check(bool(_CALLABLE.match(env.success_fn)), "env.success_fn", env.success_fn,
                "must be module:function taking (obs, info) and returning a bool")  # fmt: skip
-    _check(env.horizon is None or env.horizon > 0, "env.horizon", env.horizon, "must be a positive integer or null")
-    _check(env.nthread is None or env.nthread >= 1, "env.nthread", env.nthread, "must be >= 1 or null")
+    cores = usable_cores()
+    _check(env.nthread is None or env.nthread <= cores, "env.nthread", env.nthread,
+           f"must be in [1, {cores}] (the cores this process may use) or null (all of them)")  # fmt: skip
     _check(env.obs_keys is None or len(env.obs_keys) > 0, "env.obs_keys", env.obs_keys,
            "must be a non-empty list of observation keys or null (all keys)")  # fmt: skip
 
 
 def validate_demos(demos: DemoConfig, prefix: str = "demos.", env: EnvConfig | None = None) -> None:
+    """Demonstrations to collect (training with pretrain=true, collect_demos); `demos` may also be
+    the composed config node."""
+    demos = _typed(demos, DemoConfig, prefix)
+    check_values(demos, prefix)
     if demos.expert is not None:
         _check(bool(_CALLABLE.match(demos.expert)), f"{prefix}expert", demos.expert,
                "must be module:attr, a function (obs, info) -> action or an object with get_action(obs)")  # fmt: skip
         _check(env is None or not env.task, f"{prefix}expert", demos.expert,
                f"is for Gymnasium envs; env.task={env.task if env else None} uses its own scripted expert (or run "
                "it as env=gym env.id=grpo_robot/<Task>-v<version>)")  # fmt: skip
-    _check(demos.episodes >= 1, f"{prefix}episodes", demos.episodes, "must be >= 1")
-    _check(demos.noise >= 0, f"{prefix}noise", demos.noise, "must be >= 0")
-    _check(0 <= demos.seed < DEMO_RUNS, f"{prefix}seed", demos.seed, f"must be in [0, {DEMO_RUNS})")
     _check(demos.max_attempts is None or demos.max_attempts >= demos.episodes, f"{prefix}max_attempts",
            demos.max_attempts, f"must be >= {prefix}episodes ({demos.episodes}) or null")  # fmt: skip
 
 
 def validate_bc(bc: BCConfig, prefix: str = "bc.") -> None:
-    check_choices(bc, prefix)
-    _check(bc.max_steps >= 1, f"{prefix}max_steps", bc.max_steps, "must be >= 1")
-    _check(bc.eval_every >= 1, f"{prefix}eval_every", bc.eval_every, "must be >= 1")
-    _check(bc.batch_size >= 1, f"{prefix}batch_size", bc.batch_size, "must be >= 1")
-    _check(bc.lr > 0, f"{prefix}lr", bc.lr, "must be > 0")
-    _check(bc.weight_decay >= 0, f"{prefix}weight_decay", bc.weight_decay, "must be >= 0")
-    _check(0 <= bc.val_fraction < 1, f"{prefix}val_fraction", bc.val_fraction, "must be in [0, 1)")
-    _check(bc.patience >= 1, f"{prefix}patience", bc.patience, "must be >= 1")
-    _check(bc.token_sigma >= 0, f"{prefix}token_sigma", bc.token_sigma, "must be >= 0")
+    """Behaviour cloning (training with pretrain=true, pretrain_bc); `bc` may also be the composed node."""
+    check_values(_typed(bc, BCConfig, prefix), prefix)
 
 
 def validate_policy(pol: PolicyConfig) -> None:
-    check_choices(pol, "policy.")
-    _check(pol.bins >= 2, "policy.bins", pol.bins, "must be >= 2")
-    _check(pol.temperature > 0, "policy.temperature", pol.temperature, "must be > 0")
-    _check(pol.embed_dim >= 1, "policy.embed_dim", pol.embed_dim, "must be >= 1")
+    """The policy of any command; `pol` may also be the composed node."""
+    pol = _typed(pol, PolicyConfig, "policy.")
+    check_values(pol, "policy.")
     _check(len(pol.hidden_sizes) > 0 and min(pol.hidden_sizes) > 0, "policy.hidden_sizes", list(pol.hidden_sizes),
            "must be a non-empty list of positive sizes")  # fmt: skip
-    _check(pol.init_std > 0, "policy.init_std", pol.init_std, "must be > 0")
+
+
+_DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 
 
 def validate_device(device: str) -> None:
-    import torch
-
-    ok = device in ("auto", "cpu") or device == "cuda" or device.startswith("cuda:")
-    _check(ok, "device", device, "must be auto, cpu, cuda or cuda:N")
+    _check(isinstance(device, str) and bool(_DEVICE.match(device)), "device", device,
+           "must be auto, cpu, cuda or cuda:N")  # fmt: skip
     if device.startswith("cuda"):
+        import torch
+
         _check(torch.cuda.is_available(), "device", device, "CUDA is not available on this machine; use auto or cpu")
+        index = int(device.partition(":")[2] or 0)
+        count = torch.cuda.device_count()
+        _check(index < count, "device", device, f"this machine has {count} CUDA device(s): cuda:0 to cuda:{count - 1}")
+
+
+# -- the other commands ------------------------------------------------------------------------
+
+
+def validate_eval(cfg: EvalConfig, train_cfg: TrainConfig | None = None) -> None:
+    """scripts/evaluate.py's config (an `EvalConfig` or the composed node), before the checkpoint
+    is read; with `train_cfg` (the checkpoint's), also the memory of evaluating `n_seeds` worlds."""
+    cfg = _typed(cfg, EvalConfig)
+    check_values(cfg)
+    validate_device(cfg.device)
+    if train_cfg is not None:
+        check_memory(train_cfg, eval_seeds=cfg.n_seeds, eval_key="n_seeds", train=False)
+
+
+def validate_collect(cfg: CollectDemosConfig) -> EnvConfig:
+    """scripts/collect_demos.py's config (a `CollectDemosConfig` or the composed node) -> the env
+    it collects on."""
+    from grpo_robot.config.store import env_config
+    from grpo_robot.machine import usable_cores
+
+    cfg = _typed(cfg, CollectDemosConfig)
+    env = env_config(cfg.env) if cfg.env is not None else EnvConfig(task=cfg.task)
+    validate_env(env)
+    check_values(cfg)
+    cores = usable_cores()
+    _check(cfg.nthread is None or cfg.nthread <= cores, "nthread", cfg.nthread,
+           f"must be in [1, {cores}] (the cores this process may use) or null (all of them)")  # fmt: skip
+    validate_demos(cfg.demos, env=env)
+    _check(cfg.demos.path is None, "demos.path", cfg.demos.path, "is for training; give the file to write as output=")
+    if not env.task and not cfg.demos.expert:
+        raise ConfigError(f"demos.expert=None: {env_source(env)} has no scripted expert of this project; set "
+                          "demos.expert=module:attr, a function (obs, info) -> action or an object with "
+                          "get_action(obs), in the env's own units")  # fmt: skip
+    return env
+
+
+def validate_pretrain(cfg: PretrainConfig) -> EnvConfig | None:
+    """scripts/pretrain_bc.py's config (a `PretrainConfig` or the composed node), before the
+    dataset is read -> its env when the config names one (else the dataset's, read later)."""
+    from grpo_robot.config.store import env_config
+
+    cfg = _typed(cfg, PretrainConfig)
+    env = env_config(cfg.env) if cfg.env is not None else None
+    if env is not None:
+        validate_env(env)
+    validate_policy(cfg.policy)
+    validate_bc(cfg.bc)
+    check_values(cfg)
+    validate_device(cfg.device)
+    if env is not None:
+        train_cfg = TrainConfig(env=env, policy=cfg.policy, bc=cfg.bc, eval_seeds=max(cfg.eval_seeds, 1))
+        check_memory(train_cfg, eval_seeds=cfg.eval_seeds, eval_key="eval_seeds", train=False)
+    return env
+
+
+# -- sizes against this machine ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EnvSizes:
+    """What the config says about one world of its env, before building it. `exact`: a built-in
+    task (sizes read from its model); else lower bounds (the config's numbers, 1 for the rest)."""
+
+    horizon: int
+    obs_dim: int
+    action_dim: int
+    world_bytes: float  # the simulator's memory per world
+    exact: bool
+
+
+@cache
+def _task_sizes(name: str) -> tuple[int, int, int, int]:
+    """(horizon, obs_dim, action_dim, bytes of BatchedEnv's buffers per world) of a built-in
+    task, from its compiled model (a few milliseconds, no world is built)."""
+    import mujoco
+
+    from grpo_robot.envs import TASKS
+
+    task = TASKS[name]()
+    m = task.model
+    ncontrol = mujoco.mj_stateSize(m, mujoco.mjtState.mjSTATE_CTRL.value | mujoco.mjtState.mjSTATE_MOCAP_POS.value)
+    # grpo_robot/batched.py: per-substep control, state and sensor outputs, the state, mocap and
+    # sensors, and a few flags, all float64
+    floats = task.n_substeps * (ncontrol + task.nstate + m.nsensordata) + task.nstate + 3 * m.nmocap + m.nsensordata
+    return task.horizon, task.obs_dim, task.action_dim, 8 * floats + 64
+
+
+def env_sizes(env: EnvConfig) -> EnvSizes:
+    if env.task:
+        horizon, obs_dim, action_dim, world = _task_sizes(env.task)
+        return EnvSizes(env.horizon or horizon, obs_dim, action_dim, world, True)
+    return EnvSizes(env.horizon or 1, 1, 1, GYM_WORLD_BYTES, False)
+
+
+def _mlp(sizes: list[int]) -> int:
+    return sum(a * b + b for a, b in zip(sizes, sizes[1:], strict=False))
+
+
+def network_parameters(pol: PolicyConfig, obs_dim: int, action_dim: int, critic: bool = False) -> int:
+    """The parameters of `pol`'s network (grpo_robot/policies), and of a critic of the same sizes."""
+    hidden = list(pol.hidden_sizes)
+    h, a = hidden[-1], action_dim
+    n = _mlp([obs_dim, *hidden])
+    if pol.type == "tokenized":
+        n += _mlp([h, a * pol.bins])
+        if pol.head == "autoregressive":
+            n += a * pol.bins * pol.embed_dim + _mlp([h + a + a * pol.embed_dim, h, pol.bins])
+    else:
+        n += _mlp([h, a]) + (_mlp([h, a]) if pol.state_dependent_std else a)
+    if critic:
+        n += _mlp([obs_dim, *hidden, 1])
+    return n
+
+
+def _activation_floats(pol: PolicyConfig, action_dim: int, critic: bool) -> int:
+    """Floats one step keeps for the backward pass of the update (outputs and their gradients)."""
+    a, h = action_dim, pol.hidden_sizes[-1]
+    head = 2 * a
+    if pol.type == "tokenized":
+        head = 3 * a * pol.bins  # logits, log-softmax, probabilities (entropy)
+        if pol.head == "autoregressive":
+            head += a * (2 * h + a + a * pol.embed_dim + 3 * pol.bins)
+    return 2 * ((2 if critic else 1) * sum(pol.hidden_sizes) + head)
+
+
+@dataclass
+class MemoryEstimate:
+    total: float
+    worlds: int
+    steps: int
+    step_floats: int
+    batch: float
+    sim: float
+    network: float
+    parameters: int
+    activations: float = 0.0
+
+
+def estimate_memory(cfg: TrainConfig, worlds: int | None = None, train: bool = True,
+                    new_worlds: bool = True) -> MemoryEstimate:  # fmt: skip
+    """Bytes one iteration (`train`) or one evaluation of `worlds` worlds takes: the batch of
+    `worlds x horizon` steps (observation, raw action, log-probs, mask, in float32; held twice:
+    stacked and packed), the simulator's buffers, the network with its gradients, Adam's moments
+    and a saved copy (and the KL reference), and an update minibatch's activations. A Gymnasium
+    env evaluates in chunks on at most the training worlds: on those very worlds during training
+    (`new_worlds=False`), on as many new ones in the other commands."""
+    from grpo_robot.algo import ADVANTAGE_ESTIMATORS
+
+    algo, pol = cfg.algo, cfg.policy
+    size = env_sizes(cfg.env)
+    n_traj = algo.groups_per_iter * algo.group_size
+    worlds = n_traj if worlds is None else worlds
+    if not size.exact:  # Gymnasium: evaluation runs in chunks on at most the training worlds
+        worlds = min(worlds, n_traj) if not train else worlds
+    a = size.action_dim
+    raw = 2 * a if pol.type == "tokenized" else a  # tokens are int64
+    step_floats = size.obs_dim + raw + a + 1
+    batch = 4.0 * worlds * size.horizon * step_floats * 2
+    sim = worlds * size.world_bytes if (size.exact or train or new_worlds) else 0.0
+    needs_critic = algo.advantage in ADVANTAGE_ESTIMATORS and ADVANTAGE_ESTIMATORS[algo.advantage].needs_critic
+    params = network_parameters(pol, size.obs_dim, a, critic=needs_critic)
+    network = 4.0 * params * (5 + (algo.kl.beta > 0))
+    activations = 0.0
+    if train:
+        per_minibatch = math.ceil(worlds / max(algo.minibatches, 1)) * size.horizon
+        activations = 4.0 * per_minibatch * _activation_floats(pol, a, needs_critic)
+    total = batch + sim + network + activations
+    return MemoryEstimate(total, worlds, size.horizon, step_floats, batch, sim, network, params, activations)
+
+
+# keys whose value the memory of an iteration grows with, and where their default is read
+_ITERATION_KEYS = ("env.horizon", "algo.groups_per_iter", "algo.group_size", "policy.hidden_sizes", "policy.bins",
+                   "policy.embed_dim", "algo.minibatches")  # fmt: skip
+
+
+def _get(cfg: Any, key: str) -> Any:
+    for part in key.split("."):
+        cfg = getattr(cfg, part)
+    return cfg
+
+
+def _with(cfg: TrainConfig, key: str, value: Any) -> TrainConfig:
+    head, _, rest = key.partition(".")
+    if not rest:
+        return dataclasses.replace(cfg, **{head: value})
+    return dataclasses.replace(cfg, **{head: _with(getattr(cfg, head), rest, value)})
+
+
+def _default(key: str) -> Any:
+    return _get(TrainConfig(env=EnvConfig(task=None, id="x")), key)
+
+
+def check_memory(cfg: TrainConfig, eval_seeds: int | None = None, eval_key: str = "eval_seeds",
+                 train: bool = True) -> None:  # fmt: skip
+    """Refuse a config whose iteration (`train`) or evaluation (`eval_seeds` worlds of a built-in
+    task, one per seed) would take more than `MEMORY_FRACTION` of the memory available now, or
+    more Gymnasium worlds than `MAX_GYM_WORLDS`; the message names the key that grows it most."""
+    from grpo_robot.envs import TASKS
+    from grpo_robot.machine import available_memory, format_bytes
+
+    algo, pol = cfg.algo, cfg.policy
+    sizes = [cfg.env.horizon or 1, algo.groups_per_iter, algo.group_size, *pol.hidden_sizes, pol.bins, pol.embed_dim]
+    if (cfg.env.task and cfg.env.task not in TASKS) or not pol.hidden_sizes or \
+            not all(isinstance(n, int) and n >= 1 for n in sizes):  # fmt: skip
+        return  # sizes that are wrong in themselves: their own checks say so
+    worlds = algo.groups_per_iter * algo.group_size
+    if train and not cfg.env.task and worlds > MAX_GYM_WORLDS:
+        raise ConfigError(
+            f"algo.groups_per_iter={algo.groups_per_iter} x algo.group_size={algo.group_size} = {worlds:,} Gymnasium "
+            f"worlds is too many: must be at most {MAX_GYM_WORLDS} (each world is a whole env object, at least "
+            f"{format_bytes(GYM_WORLD_BYTES)}; with env.vector=async a process)"
+        )
+    if train and not cfg.env.task and cfg.env.vector == "async":
+        _check_processes(worlds)
+    available = available_memory()
+    if available is None:
+        return
+    limit = MEMORY_FRACTION * available
+    jobs = []
+    if train:
+        jobs.append(("one iteration", None, _ITERATION_KEYS))
+    n_eval = cfg.eval_seeds if eval_seeds is None else eval_seeds
+    if n_eval > 0:
+        jobs.append(("the evaluation", n_eval, (eval_key, "env.horizon", "policy.hidden_sizes", "policy.bins",
+                                                "policy.embed_dim")))  # fmt: skip
+    for what, n, keys in jobs:
+        est = estimate_memory(cfg, n, train=n is None, new_worlds=not train)
+        if est.total <= limit:
+            continue
+        blame, least = keys[0], math.inf
+        for key in keys:  # the key whose default would shrink the estimate most
+            if key in ("eval_seeds", "n_seeds"):
+                smaller = estimate_memory(cfg, 200, train=False, new_worlds=not train).total
+            else:
+                if _get(cfg, key) == _default(key):
+                    continue
+                smaller = estimate_memory(
+                    _with(cfg, key, _default(key)), n, train=n is None, new_worlds=not train
+                ).total
+            if smaller < least:
+                blame, least = key, smaller
+        value = n if blame in ("eval_seeds", "n_seeds") else _get(cfg, blame)
+        about = "about" if cfg.env.task else "at least"
+        parts = [f"{est.worlds:,} worlds x {est.steps:,} steps x {est.step_floats} floats, twice: "
+                 f"{format_bytes(est.batch)}"]  # fmt: skip
+        if est.sim >= 0.05 * est.total:
+            parts.append(f"the simulator's {format_bytes(est.sim / est.worlds)} per world: {format_bytes(est.sim)}")
+        if est.network >= 0.05 * est.total:
+            parts.append(f"a {est.parameters:,}-parameter network with its gradients and optimizer state: "
+                         f"{format_bytes(est.network)}")  # fmt: skip
+        if est.activations >= 0.05 * est.total:
+            parts.append(f"the update's activations, algo.minibatches={algo.minibatches}: "
+                         f"{format_bytes(est.activations)}")  # fmt: skip
+        raise ConfigError(
+            f"{blame}={value!r} is too large for this machine: {what} needs {about} {format_bytes(est.total)} "
+            f"({'; '.join(parts)}) but this machine has {format_bytes(available)} available "
+            f"(at most {MEMORY_FRACTION:.0%} may be used)"
+        )
+
+
+FDS_PER_ASYNC_WORLD = 4  # a worker's pipe and process sentinel: 3.1 measured per world over 16 worlds
+
+
+def _check_processes(worlds: int) -> None:
+    """env.vector=async runs one process per world: refuse more than this process may start or
+    talk to (its ulimit -u and -n), which would fail midway through starting the workers."""
+    try:
+        import resource
+    except ImportError:  # not Unix
+        return
+    files = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    processes = resource.getrlimit(resource.RLIMIT_NPROC)[0]
+    need = FDS_PER_ASYNC_WORLD * worlds + 64
+    if files != resource.RLIM_INFINITY and need > files:
+        raise ConfigError(
+            f"env.vector='async' with {worlds:,} worlds (algo.groups_per_iter x algo.group_size) needs about {need:,} "
+            f"open files, one process and its pipes per world, but this process may open {files:,} (ulimit -n); "
+            "use fewer worlds or env.vector=sync"
+        )
+    if processes != resource.RLIM_INFINITY and worlds > processes:
+        raise ConfigError(
+            f"env.vector='async' with {worlds:,} worlds (algo.groups_per_iter x algo.group_size) needs a process per "
+            f"world, but this user may run {processes:,} (ulimit -u); use fewer worlds or env.vector=sync"
+        )

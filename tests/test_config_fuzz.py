@@ -1,0 +1,479 @@
+"""Bad config values, on every command: each ends with exit code 2 and one line on stderr,
+`error: ...`, naming the key, before any work (no env built, no file read, nothing trained).
+
+Every case runs the real entry point in this process (tests/cli_harness.py). Values that
+pass validation are checked on the validators directly (a passing training case would train).
+Cases that need the CLI to call a validator it does not call yet are `xfail(strict=True)`, and
+the same value is checked on the validator itself (`test_validator_refuses`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import pytest
+from cli_harness import run_main
+
+from grpo_robot.cli import CONF_DIR, compose_train_config
+from grpo_robot.config import (
+    ConfigError,
+    TrainConfig,
+    register_configs,
+    validate,
+    validate_collect,
+    validate_eval,
+    validate_pretrain,
+)
+from grpo_robot.config.validate import check_memory, estimate_memory
+from grpo_robot.machine import available_memory, usable_cores
+
+HUGE = "100000000"  # a size no machine holds in any of its roles below (terabytes)
+
+# Training runs that pass validation by mistake stay short: these come first, so that a case's
+# own overrides (later on the command line) win.
+SAFE = ("iterations=1", "eval_seeds=8", "progress=false")
+
+
+def case(command: str, *overrides: str, key: str | None = None, xfail: str | None = None):
+    """One bad value: `key` is what the error line must name (by default the first override's key)."""
+    key = key or overrides[0].split("=", 1)[0].lstrip("+~")
+    marks = [pytest.mark.xfail(strict=True, reason=xfail)] if xfail else []
+    return pytest.param(command, overrides, key, marks=marks, id=f"{command}:{' '.join(overrides)}")
+
+
+# -- training: every group -----------------------------------------------------------------------
+TRAIN_ENV = [
+    case("train", "env.horizon=0"),
+    case("train", f"env.horizon={HUGE}"),  # memory: 512 worlds x 1e8 steps
+    case("train", "env.horizon=abc"),
+    case("train", "env.nthread=100000"),  # more than the cores
+    case("train", "env.outcome=sometimes"),
+    case("train", "env.task=Pushcube"),
+    case("train", "+env.step_timeout_s=0"),
+    case("train", "+env.step_timeout_s=1e6"),
+    case("train", "env.step_timeout_s=5", key="env.step_timeout_s"),  # not in a built-in preset: needs +
+    case("train", "env=gym", key="env.id"),  # no env named
+    case("train", "env=gym", "env.id=FetchReach-v4", "env.entry_point=a.b:C", key="env.entry_point"),
+    case("train", "env=gym", "env.entry_point=not_callable", key="env.entry_point"),
+    case("train", "env=gym", "env.id=FetchReach-v4", "env.success_fn=bad", key="env.success_fn"),
+    case("train", "env=gym", "env.id=FetchReach-v4", "env.success_key=''", key="env.success_key"),
+    case("train", "env=gym", "env.id=FetchReach-v4", "env.obs_keys=[]", key="env.obs_keys"),
+    case("train", "env=gym", "env.id=FetchReach-v4", "env.vector=threads", key="env.vector"),
+    case("train", "env=gym", "env.id=FetchReach-v4", "env.group_start=copy", key="env.group_start"),
+    case("train", "env=gym", "env.id=FetchReach-v4", "env.horizon=0", key="env.horizon"),
+    case("train", "env=fetch_push", "algo.groups_per_iter=1000", key="algo.groups_per_iter"),  # 16,000 worlds
+    case("train", "env=gym", "env.id=FetchReach-v4", "+env.foo=1", key="env.foo"),
+    case("train", "env.hor=3"),
+    case("train", "env=push_cub", key="env=push_cub"),
+]
+TRAIN_POLICY = [
+    case("train", "policy.init_std=inf"),
+    case("train", "policy.init_std=11"),
+    case("train", "policy=tokenized_factorized", "policy.temperature=inf", key="policy.temperature"),
+    case("train", "policy.temperature=0"),
+    case("train", "policy.bins=1"),
+    case("train", "policy.bins=1000000"),
+    case("train", "policy.hidden_sizes=[]"),
+    case("train", "policy.hidden_sizes=[0]"),
+    case("train", "policy.hidden_sizes=[1000000,1000000]"),  # memory: 1e12 parameters
+    case("train", "policy.hidden_sizes=5"),
+    case("train", "policy.activation=sigmoidx"),
+    case("train", "policy.type=transformer"),
+    case("train", "policy.head=tree"),
+    case("train", "policy=gaus", key="policy=gaus"),
+    case("train", "+policy.foo=1"),
+]
+TRAIN_ALGO = [
+    case("train", "algo.lr=inf"),
+    case("train", "algo.lr=2"),
+    case("train", "algo.lr=abc"),
+    case("train", "algo.lr=null"),
+    case("train", "algo.lrr=1"),
+    case("train", "+algo.lrr=1"),
+    case("train", "+algo.lr=0.1"),
+    case("train", "~algo.lr"),
+    case("train", "algo.max_grad_norm=inf"),
+    case("train", "algo.entropy_coef=inf"),
+    case("train", "algo.adv_eps=inf"),
+    case("train", "algo.epochs=0"),
+    case("train", f"algo.epochs={HUGE}"),
+    case("train", "algo.minibatches=100000"),
+    case("train", "algo.group_size=1"),
+    case("train", f"algo.groups_per_iter={HUGE}"),  # memory
+    case("train", f"algo.group_size={HUGE}"),  # memory
+    case("train", "algo.advantage=vtrace"),
+    case("train", "algo.ratio=word"),
+    case("train", "algo.aggregation=max"),
+    case("train", "algo.policy_loss=hinge"),
+    case("train", "algo.lr_schedule=cosine"),
+    case("train", "algo=ppx", key="algo=ppx"),
+    case("train", "algo.clip_eps=0.2"),  # renamed
+    # clip
+    case("train", "algo.clip.eps=0"),
+    case("train", "algo.clip.eps=inf"),
+    case("train", "algo.clip.low=1.5"),
+    case("train", "algo.clip.high=inf"),
+    case("train", "algo.clip.high=50"),
+    case("train", "algo.clip.dual=1"),
+    case("train", "algo.clip=3"),
+    # kl
+    case("train", "algo.kl.beta=inf"),
+    case("train", "algo.kl.beta=1000000"),
+    case("train", "algo.kl.estimator=k4"),
+    # dynamic sampling
+    case("train", "algo.dynamic_sampling.keep_range=[0.5]"),
+    case("train", "algo.dynamic_sampling.keep_range=[0.8,0.2]"),
+    case("train", "algo.dynamic_sampling.keep_range=[0,inf]"),
+    case("train", "algo.dynamic_sampling.max_rounds=1000000"),
+    case("train", "algo=ppo", "algo.dynamic_sampling.enabled=true", key="algo.dynamic_sampling.enabled"),
+    case("train", "algo.dynamic_sampling=true"),  # renamed
+    # critic
+    case("train", "algo.critic.gamma=0"),
+    case("train", "algo.critic.vf_coef=0"),
+    case(
+        "train", "algo=ppo", "algo.critic.reward=shaped", "algo.critic.shaping_coef=inf", key="algo.critic.shaping_coef"
+    ),  # fmt: skip
+    case("train", "algo.critic.reward=shaped"),  # GRPO has no critic
+    case("train", "algo.critic.reward=dense"),
+]
+TRAIN_DEMOS_BC = [
+    case("train", "demos.noise=inf"),
+    case("train", "demos.noise=100"),
+    case("train", f"demos.episodes={HUGE}"),
+    case("train", "demos.seed=1000"),
+    case("train", "demos.max_attempts=5"),  # fewer than the 10 episodes
+    case("train", f"demos.max_attempts={HUGE}"),
+    case("train", "demos.path=''"),
+    case("train", "demos.expert=''"),
+    case("train", "demos.expert=not_callable"),
+    case("train", "demos.noisy=3"),
+    case("train", "bc.lr=inf"),
+    case("train", "bc.lr=10"),
+    case("train", "bc.max_steps=0"),
+    case("train", f"bc.max_steps={HUGE}"),
+    case("train", "bc.weight_decay=-1"),
+    case("train", "bc.val_fraction=1"),
+    case("train", "bc.labels=noisy"),
+    case("train", "bc.seed=-1"),
+]
+TRAIN_TOP = [
+    case("train", "time_limit_min=inf"),
+    case("train", "time_limit_min=1e9"),
+    case("train", "init_from=''"),
+    case("train", "resume=''"),
+    case("train", "iterations=0"),
+    case("train", "iterations=abc"),
+    case("train", "eval_seeds=0"),
+    case("train", f"eval_seeds={HUGE}"),  # memory: 1e8 worlds
+    case("train", "target_success=inf"),
+    case("train", "max_env_steps=0"),
+    case("train", "seed=-1"),
+    case("train", "seed=99999999999999999999999"),
+    case("train", "seed=1.5"),
+    case("train", "device=tpu"),
+    case("train", "device=cuda:x"),
+    case("train", "device=''"),
+    case("train", "pretrain=true", "init_from=x.pt", key="init_from"),
+    case("train", "progress=maybe"),
+    case("train", "+foo=1"),
+    case("train", "experiment=nope", key="experiment=nope"),
+    case("train", "algo.lr=[1", key="algo.lr=[1"),  # unparsable
+    case("train", "algo..lr=3", key="algo..lr"),  # unparsable
+    case("train", "experiment=null", xfail="cli.py: compose's ValueError is printed as is, naming no override"),
+    case("train", "algo.lr=${nope}", key="algo.lr",
+         xfail="cli.py: OmegaConf's InterpolationKeyError is a ValueError, printed as is on three lines"),
+    case("train", "algo.lr=0.1,0.2", key="algo.lr",
+         xfail="cli.py: a sweep without --multirun reaches hydra.main, which exits 1 with four lines"),
+]  # fmt: skip
+
+# -- the other commands; `missing`: a file that does not exist, read only after validation ------
+NO_VALIDATE_EVAL = "cli.py: _evaluate does not call validate_eval before reading the checkpoint"
+NO_VALIDATE_COLLECT = "cli.py: _collect_demos does not call validate_collect"
+NO_VALIDATE_PRETRAIN = "cli.py: _pretrain_bc does not call validate_pretrain before reading the dataset"
+EVALUATE = [
+    case("evaluate", "n_seeds=0"),
+    case("evaluate", "n_seeds=-5"),
+    case("evaluate", "n_seeds=abc"),
+    case("evaluate", "n_seeds=inf"),
+    case("evaluate", "n_seeds=3000000000", xfail=NO_VALIDATE_EVAL),
+    case("evaluate", "seed=-1", xfail=NO_VALIDATE_EVAL),
+    case("evaluate", "device=tpu"),
+    case("evaluate", "device=cuda:x"),
+    case("evaluate", "deterministic=maybe"),
+    case("evaluate", "n_seedz=3"),
+    case("evaluate", "output=''", xfail=NO_VALIDATE_EVAL),
+    case("evaluate", "checkpoint=''", key="checkpoint=", xfail=NO_VALIDATE_EVAL),
+    case("evaluate", "+foo=1", xfail=NO_VALIDATE_EVAL),
+    case("evaluate", "checkpoint=???", key="checkpoint is missing", xfail=NO_VALIDATE_EVAL),  # none given
+]
+COLLECT = [
+    case("collect_demos", "demos.noise=inf"),
+    case("collect_demos", "demos.noise=-1"),
+    case("collect_demos", "demos.episodes=0"),
+    case("collect_demos", f"demos.episodes={HUGE}"),
+    case("collect_demos", "demos.seed=1000"),
+    case("collect_demos", "demos.max_attempts=3"),
+    case("collect_demos", "demos.expert=''"),
+    case("collect_demos", "demos.expert=grpo_robot.experts.fetch:push"),  # a built-in task has its own
+    case("collect_demos", "demos.path=x.npz"),
+    case("collect_demos", "demos.noisy=3"),
+    case("collect_demos", "task=Pushcube", key="env.task"),
+    case("collect_demos", "env=push_cube", "env.nthread=100000", key="env.nthread"),
+    case("collect_demos", "env=push_cube", "env.horizon=0", key="env.horizon"),
+    case("collect_demos", "env=push_cube", "+env.step_timeout_s=inf", key="env.step_timeout_s"),
+    case("collect_demos", "env=gym", "env.id=FetchReach-v4", key="demos.expert"),  # no expert for it
+    case("collect_demos", "nthread=100000", "demos.path=poison.npz", xfail=NO_VALIDATE_COLLECT),
+    case("collect_demos", "output=''", "demos.path=poison.npz", key="output=''", xfail=NO_VALIDATE_COLLECT),
+    case("collect_demos", "+foo=1", "demos.path=poison.npz", xfail=NO_VALIDATE_COLLECT),
+]
+PRETRAIN = [
+    case("pretrain_bc", "policy.init_std=inf"),
+    case("pretrain_bc", "policy=tokenized_factorized", "policy.temperature=0", key="policy.temperature"),
+    case("pretrain_bc", "policy.hidden_sizes=[]"),
+    case("pretrain_bc", "bc.lr=inf"),
+    case("pretrain_bc", "bc.max_steps=0"),
+    case("pretrain_bc", f"bc.max_steps={HUGE}"),
+    case("pretrain_bc", "bc.val_fraction=1.5"),
+    case("pretrain_bc", "bc.seed=-1"),
+    case("pretrain_bc", "bc.lrr=1"),
+    case("pretrain_bc", "device=tpu"),
+    case("pretrain_bc", "eval_seeds=-1"),
+    case("pretrain_bc", "env.nthread=100000"),
+    case("pretrain_bc", "eval_seeds=3000000000", xfail=NO_VALIDATE_PRETRAIN),
+    case("pretrain_bc", "policy.hidden_sizes=[1000000,1000000]", xfail=NO_VALIDATE_PRETRAIN),
+    case("pretrain_bc", "output=''", xfail=NO_VALIDATE_PRETRAIN),
+    case("pretrain_bc", "+foo=1", xfail=NO_VALIDATE_PRETRAIN),
+    case("pretrain_bc", "dataset=???", key="dataset is missing", xfail=NO_VALIDATE_PRETRAIN),  # none given
+]
+CASES = TRAIN_ENV + TRAIN_POLICY + TRAIN_ALGO + TRAIN_DEMOS_BC + TRAIN_TOP + EVALUATE + COLLECT + PRETRAIN
+
+
+def command_line(command: str, overrides: tuple[str, ...], tmp: str) -> list[str]:
+    """The arguments of one case: the files a command reads do not exist (validation comes first),
+    and a training run that would pass validation by mistake is one short iteration."""
+    given = {o.split("=", 1)[0].lstrip("+~") for o in overrides}
+    before: list[str] = []
+    if command == "train":
+        before = list(SAFE)
+    elif command == "evaluate" and "checkpoint" not in given:
+        before = [f"checkpoint={tmp}/missing.pt"]
+    elif command == "pretrain_bc":
+        before = [f"dataset={tmp}/missing.npz", "env=push_cube"]
+    return [*before, *(o.replace("poison.npz", f"{tmp}/poison.npz") for o in overrides), f"hydra.run.dir={tmp}/run"]
+
+
+@pytest.fixture(scope="module")
+def tmp(tmp_path_factory) -> str:
+    return str(tmp_path_factory.mktemp("fuzz"))
+
+
+def test_the_table_covers_every_group_and_command():
+    assert len(CASES) >= 110
+    keys = {p.values[2] for p in CASES}
+    for group in ("env.", "policy.", "algo.clip.", "algo.kl.", "algo.dynamic_sampling.", "algo.critic.", "demos.",
+                  "bc.", "algo."):  # fmt: skip
+        assert any(k.startswith(group) for k in keys), group
+    assert {p.values[0] for p in CASES} == {"train", "evaluate", "collect_demos", "pretrain_bc"}
+
+
+@pytest.mark.parametrize("command, overrides, key", CASES)
+def test_a_bad_value_is_one_line_and_exit_code_2(command, overrides, key, tmp):
+    out = run_main(command, *command_line(command, overrides, tmp))
+    lines = out.error_lines
+    assert out.code == 2, (out.code, out.stderr[-2000:])
+    assert len(lines) == 1 and lines[0].startswith("error: "), out.stderr[-2000:]
+    assert key in lines[0], lines[0]
+    assert not out.stdout.strip(), out.stdout[-500:]  # nothing ran
+
+
+# -- more bad values of the same kinds, on `validate` directly (no composition per value) --------
+MORE_TRAIN = [
+    ("env.horizon", -5), ("env.nthread", 0), ("env.step_timeout_s", math.inf), ("env.step_timeout_s", -1.0),
+    ("policy.init_std", math.nan), ("policy.init_std", 0.0), ("policy.init_std", -1.0), ("policy.temperature", 1000.0),
+    ("policy.temperature", -1.0), ("policy.embed_dim", 0), ("algo.lr", math.nan), ("algo.lr", 0.0), ("algo.lr", -1e-3),
+    ("algo.entropy_coef", -0.1), ("algo.entropy_coef", 1e5), ("algo.adv_eps", -1.0), ("algo.adv_eps", 2.0),
+    ("algo.max_grad_norm", 0.0), ("algo.max_grad_norm", -1.0), ("algo.minibatches", 0), ("algo.group_size", 0),
+    ("algo.groups_per_iter", 0), ("algo.epochs", -1), ("algo.clip.eps", 1.0), ("algo.clip.eps", -0.2),
+    ("algo.clip.low", 0.0), ("algo.clip.low", math.inf), ("algo.clip.high", 0.0), ("algo.clip.high", -math.inf),
+    ("algo.clip.dual", math.inf), ("algo.clip.dual", 0.5), ("algo.kl.beta", -1.0), ("algo.kl.beta", math.nan),
+    ("algo.dynamic_sampling.max_rounds", 0), ("algo.dynamic_sampling.keep_range", [math.nan, 1.0]),
+    ("algo.critic.gamma", 1.5), ("algo.critic.gamma", math.nan), ("algo.critic.gae_lambda", -0.1),
+    ("algo.critic.gae_lambda", 1.5), ("algo.critic.vf_coef", math.inf), ("algo.critic.vf_coef", 1e4),
+    ("algo.critic.shaping_coef", 0.0), ("algo.critic.shaping_coef", 1e4), ("demos.noise", -1.0),
+    ("demos.noise", math.nan), ("demos.episodes", 0), ("demos.seed", -1), ("demos.max_attempts", 0),
+    ("bc.lr", 0.0), ("bc.lr", math.nan), ("bc.weight_decay", math.inf), ("bc.weight_decay", 1e4),
+    ("bc.val_fraction", -0.1), ("bc.batch_size", 0), ("bc.eval_every", 0), ("bc.patience", 0),
+    ("bc.token_sigma", math.inf), ("bc.token_sigma", -1.0), ("time_limit_min", 0.0), ("time_limit_min", -5.0),
+    ("target_success", 0.0), ("target_success", 1.5), ("target_success", math.nan), ("checkpoint_every", 0),
+    ("eval_every", 0), ("eval_seeds", -1), ("eval_seeds", 2 * 10**9), ("max_env_steps", -1), ("iterations", -1),
+    ("seed", 2**63), ("demos.path", " "), ("demos.expert", ""), ("init_from", " "), ("env.success_key", ""),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def base() -> TrainConfig:
+    return compose_train_config()
+
+
+@pytest.mark.parametrize("path, value", MORE_TRAIN, ids=[f"{p}={v!r}" for p, v in MORE_TRAIN])
+def test_validate_refuses(base, path, value):
+    with pytest.raises(ConfigError) as err:
+        validate(replaced(base, path, value))
+    message = str(err.value)
+    assert message.startswith(f"{path}=") and "\n" not in message, message
+
+
+# -- the validators the other commands can call, on what the CLI does not check yet ------------
+
+
+def compose(config_name: str, *overrides: str):
+    """`conf/<config_name>.yaml` composed as the command composes it (no Hydra run)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    register_configs()
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        return hydra_compose(config_name, overrides=list(overrides))
+
+
+@pytest.mark.parametrize(
+    "config_name, overrides, key",
+    [
+        ("evaluate", ["checkpoint=x.pt", "n_seeds=3000000000"], "n_seeds=3000000000"),
+        ("evaluate", ["checkpoint=x.pt", "seed=-1"], "seed=-1"),
+        ("evaluate", ["checkpoint=x.pt", "output=''"], "output=''"),
+        ("evaluate", ["checkpoint=''"], "checkpoint=''"),
+        ("evaluate", [], "checkpoint is missing"),
+        ("evaluate", ["checkpoint=x.pt", "+foo=1"], "foo is not a top-level key"),
+        ("evaluate", ["checkpoint=x.pt", "+n_seedz=1"], "did you mean n_seeds?"),
+        ("collect_demos", ["nthread=100000"], "nthread=100000"),
+        ("collect_demos", ["nthread=0"], "nthread=0"),
+        ("collect_demos", ["output=''"], "output=''"),
+        ("collect_demos", ["+foo=1"], "foo is not a top-level key"),
+        ("collect_demos", ["+demos.noisy=1"], "demos.noisy is not a key of demos (did you mean demos.noise?)"),
+        ("collect_demos", ["demos.path=x.npz"], "demos.path='x.npz'"),
+        ("pretrain_bc", ["dataset=x.npz", "eval_seeds=3000000000"], "eval_seeds=3000000000"),
+        ("pretrain_bc", ["dataset=x.npz", "env=push_cube", "policy.hidden_sizes=[1000000,1000000]"],
+         "policy.hidden_sizes=[1000000, 1000000] is too large for this machine"),
+        ("pretrain_bc", ["dataset=x.npz", "output=''"], "output=''"),
+        ("pretrain_bc", ["dataset=''"], "dataset=''"),
+        ("pretrain_bc", [], "dataset is missing"),
+        ("pretrain_bc", ["dataset=x.npz", "+foo=1"], "foo is not a top-level key"),
+        ("pretrain_bc", ["dataset=x.npz", "+policy.bin=1"], "policy.bin is not a key of policy (did you mean"),
+    ],
+)  # fmt: skip
+def test_validator_refuses(config_name, overrides, key):
+    validator = {"evaluate": validate_eval, "collect_demos": validate_collect, "pretrain_bc": validate_pretrain}
+    with pytest.raises(ConfigError) as err:
+        validator[config_name](compose(config_name, *overrides))
+    assert key in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+def test_evaluate_refuses_more_seeds_than_the_checkpoints_env_can_hold():
+    train_cfg = compose_train_config()
+    validate_eval(compose("evaluate", "checkpoint=x.pt", "n_seeds=200"), train_cfg)
+    with pytest.raises(ConfigError, match=r"^n_seeds=100000000 is too large for this machine: the evaluation needs"):
+        validate_eval(compose("evaluate", "checkpoint=x.pt", f"n_seeds={HUGE}"), train_cfg)
+
+
+# -- good edge values pass -------------------------------------------------------------------------
+
+GOOD_TRAIN = [
+    "algo.lr=1", "algo.lr=1e-8", "policy.init_std=10", "policy.init_std=1e-4", "env.nthread=1",
+    f"env.nthread={usable_cores()}", "policy.temperature=100", "algo.kl.beta=1000", "algo.kl.beta=0",
+    "algo.entropy_coef=1000", "algo.clip.high=10", "algo.clip.low=0.99", "algo.clip.dual=100", "algo.adv_eps=0",
+    "algo.adv_eps=1", "algo.epochs=1000", "algo.minibatches=512", "algo.max_grad_norm=null", "algo.max_grad_norm=1e6",
+    "algo.critic.gamma=1", "algo.critic.gae_lambda=0", "demos.noise=10", "demos.episodes=10000",
+    "demos.max_attempts=1000000", "bc.lr=1", "bc.max_steps=1000000", "bc.val_fraction=0", "time_limit_min=525600",
+    "+env.step_timeout_s=86400", "env.horizon=1", "env.horizon=1000", "iterations=1000000000",
+    "max_env_steps=1000000000000", "eval_every=1000000", "target_success=1", "seed=0", "seed=9223372036854775807",
+    "algo.dynamic_sampling.max_rounds=100", "policy.bins=2",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("override", GOOD_TRAIN)
+def test_a_good_edge_value_passes(override):
+    validate(compose_train_config(override))
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [["policy=tokenized_autoregressive", "policy.temperature=100", "policy.bins=2"], ["algo=ppo"], ["algo=dapo"],
+     ["experiment=fetch_push_bc"], ["experiment=robosuite_lift_bc"], ["experiment=push_cube_bc"],
+     ["env=fetch_push", "algo.groups_per_iter=16"]],
+)  # fmt: skip
+def test_presets_pass(overrides):
+    validate(compose_train_config(*overrides))
+
+
+def test_the_other_commands_accept_their_edge_values():
+    validate_eval(compose("evaluate", "checkpoint=x.pt", "n_seeds=1", "seed=0"))
+    validate_eval(compose("evaluate", "checkpoint=x.pt", "n_seeds=1000000000"))  # the whole held-out range
+    assert validate_collect(compose("collect_demos", "demos.noise=10", "nthread=1")).task == "PushCube"
+    assert validate_collect(compose("collect_demos", "env=fetch_push", "demos.expert=a.b:c")).id == "FetchPush-v4"
+    assert validate_pretrain(compose("pretrain_bc", "dataset=x.npz", "eval_seeds=0")) is None
+    assert validate_pretrain(compose("pretrain_bc", "dataset=x.npz", "env=push_cube", "bc.lr=1")).task == "PushCube"
+
+
+# -- the generic checks cover every field ------------------------------------------------------
+
+
+def float_fields(cls: type, prefix: str = "") -> list[tuple[str, str]]:
+    """(dotted attribute path, key as spelled in configs) of every float field, nested ones included."""
+    found = []
+    for f in dataclasses.fields(cls):
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        if dataclasses.is_dataclass(default):
+            found += float_fields(type(default), f"{prefix}{f.name}.")
+        elif "float" in str(f.type) and "list" not in str(f.type):
+            found.append((f"{prefix}{f.name}", f"{prefix}{f.name}"))
+    return found
+
+
+def replaced(cfg: Any, path: str, value: Any) -> Any:
+    head, _, rest = path.partition(".")
+    return dataclasses.replace(cfg, **{head: replaced(getattr(cfg, head), rest, value) if rest else value})
+
+
+TRAIN_FLOATS = float_fields(TrainConfig)
+
+
+def test_every_float_field_is_found():
+    assert {"algo.lr", "algo.clip.high", "algo.kl.beta", "policy.init_std", "env.step_timeout_s", "bc.lr",
+            "demos.noise", "time_limit_min", "algo.critic.shaping_coef"} <= {k for _, k in TRAIN_FLOATS}  # fmt: skip
+
+
+@pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan])
+def test_every_float_field_must_be_finite(value):
+    base = compose_train_config()
+    for path, key in TRAIN_FLOATS:
+        with pytest.raises(ConfigError, match=rf"^{key}={value!r} is invalid: must be a finite number"):
+            validate(replaced(base, path, value))
+
+
+def test_async_worlds_are_bounded_by_the_open_file_limit(monkeypatch):
+    import resource
+
+    limits = {resource.RLIMIT_NOFILE: (1024, 1024), resource.RLIMIT_NPROC: (100, 100)}
+    monkeypatch.setattr(resource, "getrlimit", lambda which: limits.get(which, (-1, -1)))
+    with pytest.raises(ConfigError, match=r"^env.vector='async' with 512 worlds .* may open 1,024 \(ulimit -n\)"):
+        validate(compose_train_config("env=fetch_push", "env.vector=async"))
+    with pytest.raises(ConfigError, match=r"^env.vector='async' with 128 worlds .* may run 100 \(ulimit -u\)"):
+        validate(compose_train_config("env=fetch_push", "env.vector=async", "algo.groups_per_iter=8"))
+    validate(compose_train_config("env=fetch_push", "env.vector=async", "algo.groups_per_iter=4"))
+    validate(compose_train_config("env=fetch_push", "algo.groups_per_iter=64"))  # sync: no process per world
+
+
+def test_memory_is_estimated_before_anything_is_allocated():
+    cfg = compose_train_config()
+    est = estimate_memory(cfg)
+    assert est.worlds == 512 and est.steps == 100 and 0 < est.total < 1e9  # PushCube: tens of MB
+    huge = replaced(cfg, "env.horizon", 10**8)
+    if available_memory() is not None:
+        with pytest.raises(
+            ConfigError,
+            match=r"^env.horizon=100000000 is too large for this machine: one iteration "
+            r"needs about [\d.]+ TB \(512 worlds x 100,000,000 steps x \d+ floats",
+        ):
+            check_memory(huge)  # fmt: skip
