@@ -16,7 +16,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from grpo_robot.config import ConfigError, register_configs, renamed_key_error, to_train_config, validate_device
+from grpo_robot.config import ConfigError, register_configs, renamed_key_error, to_train_config
 
 CONF_DIR = str(files("grpo_robot.conf"))  # conf/ of the source tree, installed as grpo_robot.conf
 
@@ -103,19 +103,19 @@ def _evaluate(cfg: DictConfig) -> None:
 
     from grpo_robot import checkpoint
     from grpo_robot.config import TrainConfig
+    from grpo_robot.config.validate import validate_eval
     from grpo_robot.device import resolve_device
     from grpo_robot.environment import make_eval_env
     from grpo_robot.evaluation import evaluate
     from grpo_robot.seeding import STREAM_EVAL, eval_seeds, iteration_generator
 
     try:
-        if cfg.n_seeds < 1:
-            raise ConfigError(f"n_seeds={cfg.n_seeds!r} is invalid: must be >= 1")
-        validate_device(cfg.device)
+        validate_eval(cfg)
         path = checkpoint.resolve(cfg.checkpoint)
         device = resolve_device(cfg.device)
         ckpt = checkpoint.load(path, map_location=device, purpose="evaluate")
         train_cfg: TrainConfig = to_train_config(ckpt["config"])
+        validate_eval(cfg, train_cfg)  # n_seeds worlds of its env fit in memory
         policy = checkpoint.policy_from_record(ckpt["policy"], device)
         env = make_eval_env(train_cfg, cfg.n_seeds)
     except (ValueError, FileNotFoundError) as err:
@@ -143,19 +143,12 @@ def _evaluate(cfg: DictConfig) -> None:
 
 
 def _collect_demos(cfg: DictConfig) -> None:
-    from grpo_robot.config import EnvConfig, env_config, env_name, validate_demos, validate_env
+    from grpo_robot.config import env_name
+    from grpo_robot.config.validate import validate_collect
     from grpo_robot.demos import collect_demos, collect_expert_demos
 
     try:
-        env_cfg: EnvConfig = env_config(cfg.env) if cfg.env is not None else EnvConfig(task=cfg.task)
-        validate_env(env_cfg)
-        validate_demos(cfg.demos, env=env_cfg)
-        if cfg.demos.path is not None:
-            raise ConfigError(f"demos.path={cfg.demos.path!r} is invalid here: give the file to write as output=")
-        if not env_cfg.task and not cfg.demos.expert:
-            raise ConfigError(f"demos.expert=None: {env_name(env_cfg)} has no scripted expert of this project; set "
-                              "demos.expert=module:attr, a function (obs, info) -> action or an object with "
-                              "get_action(obs), in the env's own units")  # fmt: skip
+        env_cfg = validate_collect(cfg)
     except ValueError as err:
         _fail(str(err))
     d = cfg.demos
@@ -205,7 +198,8 @@ def _pretrain_bc(cfg: DictConfig) -> None:
 
     from grpo_robot import checkpoint
     from grpo_robot.bc import checkpoint_from_bc, clone
-    from grpo_robot.config import PolicyConfig, TrainConfig, env_config, validate_bc, validate_env, validate_policy
+    from grpo_robot.config import PolicyConfig, TrainConfig, env_config, validate_env
+    from grpo_robot.config.validate import validate_pretrain
     from grpo_robot.datasets import load_demos
     from grpo_robot.demos import DemoDataset
     from grpo_robot.device import resolve_device
@@ -214,15 +208,11 @@ def _pretrain_bc(cfg: DictConfig) -> None:
     from grpo_robot.seeding import STREAM_EVAL, eval_seeds, iteration_generator
 
     try:
+        env_cfg = validate_pretrain(cfg)
         policy_cfg: PolicyConfig = OmegaConf.to_object(cfg.policy)
-        validate_policy(policy_cfg)
         bc_cfg = OmegaConf.to_object(cfg.bc)
-        validate_bc(bc_cfg)
-        validate_device(cfg.device)
-        if cfg.eval_seeds < 0:
-            raise ConfigError(f"eval_seeds={cfg.eval_seeds!r} is invalid: must be >= 0")
-        if cfg.env is not None:
-            env_cfg = env_config(cfg.env)
+        if env_cfg is not None:
+            pass
         elif str(cfg.dataset).endswith(".npz"):
             env_cfg = env_config(DemoDataset.load(cfg.dataset).env_config)  # the env it records
         else:
@@ -386,13 +376,27 @@ def _resume_run_dir(resume: str) -> Path | None:
     return None
 
 
+def _validator(config_name: str):
+    """The check of a composed config of `conf/<config_name>.yaml` (hydra node removed)."""
+    from grpo_robot.config import validate
+    from grpo_robot.config.validate import validate_collect, validate_eval, validate_pretrain
+
+    return {
+        "config": lambda c: validate(to_train_config(c)),
+        "evaluate": validate_eval,
+        "collect_demos": validate_collect,
+        "pretrain_bc": validate_pretrain,
+    }[config_name]
+
+
 def _run(config_name: str, task) -> None:
     """Compose `conf/<config_name>.yaml` with Hydra (overrides from the command line) and run `task`.
 
     The config is composed and validated here first, so that a bad value or a Hydra error is one
     line and exit code 2 before Hydra creates any directory; a training run then claims and locks
     its run directory (grpo_robot/rundir.py). Hydra's own flags (--help, --cfg, ...) skip this."""
-    from grpo_robot.config import validate
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
     from grpo_robot.config.errors import hydra_error_line
 
     register_configs()
@@ -405,20 +409,28 @@ def _run(config_name: str, task) -> None:
         overrides = [a for a in args if not a.startswith("-")]
         try:
             configs = _precompose(config_name, overrides)
-            if config_name == "config":
-                for composed in configs:
-                    validate(to_train_config(_without_hydra(composed)))
-                _touched.clear()
-                _touched.update(_touched_keys(overrides, configs[0]))
-                sys.argv = [sys.argv[0], *args, *_run_dir_overrides(configs[0], overrides, multirun)]
-        except (ValueError, FileNotFoundError) as err:
-            _fail(str(err))
-        except Exception as err:  # noqa: BLE001  (Hydra's and OmegaConf's errors, several lines each)
-            try:  # where a misspelled key's parent lists its keys
+            sweeps = [
+                o.input_line for o in OverridesParser.create().parse_overrides(overrides) if o.is_sweep_override()
+            ]
+            for composed in configs:
+                _validator(config_name)(_without_hydra(composed))
+        except Exception as err:  # noqa: BLE001
+            if isinstance(err, ValueError) and type(err).__module__.startswith("grpo_robot."):
+                _fail(str(err))  # this project's one-line errors (ConfigError, ...)
+            try:  # Hydra's and OmegaConf's errors, several lines each; a misspelled key's parent lists its keys
                 base = _precompose(config_name, [])[0]
             except Exception:  # noqa: BLE001
                 base = None
             _fail(hydra_error_line(err, base))
+        if sweeps and not multirun:
+            _fail(f"{sweeps[0]} is a sweep (several values): add -m to run one job per value, or give one value")
+        if config_name == "config":
+            try:
+                _touched.clear()
+                _touched.update(_touched_keys(overrides, configs[0]))
+                sys.argv = [sys.argv[0], *args, *_run_dir_overrides(configs[0], overrides, multirun)]
+            except (ValueError, FileNotFoundError) as err:
+                _fail(str(err))
     hydra.main(config_path=CONF_DIR, config_name=config_name, version_base="1.3")(task)()
 
 

@@ -2,9 +2,7 @@
 `error: ...`, naming the key, before any work (no env built, no file read, nothing trained).
 
 Every case runs the real entry point in this process (tests/cli_harness.py). Values that
-pass validation are checked on the validators directly (a passing training case would train).
-Cases that need the CLI to call a validator it does not call yet are `xfail(strict=True)`, and
-the same value is checked on the validator itself (`test_validator_refuses`)."""
+pass validation are checked on the validators directly (a passing training case would train)."""
 
 from __future__ import annotations
 
@@ -35,11 +33,10 @@ HUGE = "100000000"  # a size no machine holds in any of its roles below (terabyt
 SAFE = ("iterations=1", "eval_seeds=8", "progress=false")
 
 
-def case(command: str, *overrides: str, key: str | None = None, xfail: str | None = None):
+def case(command: str, *overrides: str, key: str | None = None):
     """One bad value: `key` is what the error line must name (by default the first override's key)."""
     key = key or overrides[0].split("=", 1)[0].lstrip("+~")
-    marks = [pytest.mark.xfail(strict=True, reason=xfail)] if xfail else []
-    return pytest.param(command, overrides, key, marks=marks, id=f"{command}:{' '.join(overrides)}")
+    return pytest.param(command, overrides, key, id=f"{command}:{' '.join(overrides)}")
 
 
 # -- training: every group -----------------------------------------------------------------------
@@ -180,32 +177,27 @@ TRAIN_TOP = [
     case("train", "experiment=nope", key="experiment=nope"),
     case("train", "algo.lr=[1", key="algo.lr=[1"),  # unparsable
     case("train", "algo..lr=3", key="algo..lr"),  # unparsable
-    case("train", "experiment=null", xfail="cli.py: compose's ValueError is printed as is, naming no override"),
-    case("train", "algo.lr=${nope}", key="algo.lr",
-         xfail="cli.py: OmegaConf's InterpolationKeyError is a ValueError, printed as is on three lines"),
-    case("train", "algo.lr=0.1,0.2", key="algo.lr",
-         xfail="cli.py: a sweep without --multirun reaches hydra.main, which exits 1 with four lines"),
+    case("train", "experiment=null"),
+    case("train", "algo.lr=${nope}", key="algo.lr"),
+    case("train", "algo.lr=0.1,0.2", key="algo.lr"),
 ]  # fmt: skip
 
 # -- the other commands; `missing`: a file that does not exist, read only after validation ------
-NO_VALIDATE_EVAL = "cli.py: _evaluate does not call validate_eval before reading the checkpoint"
-NO_VALIDATE_COLLECT = "cli.py: _collect_demos does not call validate_collect"
-NO_VALIDATE_PRETRAIN = "cli.py: _pretrain_bc does not call validate_pretrain before reading the dataset"
 EVALUATE = [
     case("evaluate", "n_seeds=0"),
     case("evaluate", "n_seeds=-5"),
     case("evaluate", "n_seeds=abc"),
     case("evaluate", "n_seeds=inf"),
-    case("evaluate", "n_seeds=3000000000", xfail=NO_VALIDATE_EVAL),
-    case("evaluate", "seed=-1", xfail=NO_VALIDATE_EVAL),
+    case("evaluate", "n_seeds=3000000000"),
+    case("evaluate", "seed=-1"),
     case("evaluate", "device=tpu"),
     case("evaluate", "device=cuda:x"),
     case("evaluate", "deterministic=maybe"),
     case("evaluate", "n_seedz=3"),
-    case("evaluate", "output=''", xfail=NO_VALIDATE_EVAL),
-    case("evaluate", "checkpoint=''", key="checkpoint=", xfail=NO_VALIDATE_EVAL),
-    case("evaluate", "+foo=1", xfail=NO_VALIDATE_EVAL),
-    case("evaluate", "checkpoint=???", key="checkpoint is missing", xfail=NO_VALIDATE_EVAL),  # none given
+    case("evaluate", "output=''"),
+    case("evaluate", "checkpoint=''", key="checkpoint="),
+    case("evaluate", "+foo=1"),
+    case("evaluate", "checkpoint=???", key="checkpoint is missing"),  # none given
 ]
 COLLECT = [
     case("collect_demos", "demos.noise=inf"),
@@ -223,9 +215,9 @@ COLLECT = [
     case("collect_demos", "env=push_cube", "env.horizon=0", key="env.horizon"),
     case("collect_demos", "env=push_cube", "+env.step_timeout_s=inf", key="env.step_timeout_s"),
     case("collect_demos", "env=gym", "env.id=FetchReach-v4", key="demos.expert"),  # no expert for it
-    case("collect_demos", "nthread=100000", "demos.path=poison.npz", xfail=NO_VALIDATE_COLLECT),
-    case("collect_demos", "output=''", "demos.path=poison.npz", key="output=''", xfail=NO_VALIDATE_COLLECT),
-    case("collect_demos", "+foo=1", "demos.path=poison.npz", xfail=NO_VALIDATE_COLLECT),
+    case("collect_demos", "nthread=100000", "demos.path=poison.npz"),
+    case("collect_demos", "output=''", "demos.path=poison.npz", key="output=''"),
+    case("collect_demos", "+foo=1", "demos.path=poison.npz"),
 ]
 PRETRAIN = [
     case("pretrain_bc", "policy.init_std=inf"),
@@ -240,11 +232,11 @@ PRETRAIN = [
     case("pretrain_bc", "device=tpu"),
     case("pretrain_bc", "eval_seeds=-1"),
     case("pretrain_bc", "env.nthread=100000"),
-    case("pretrain_bc", "eval_seeds=3000000000", xfail=NO_VALIDATE_PRETRAIN),
-    case("pretrain_bc", "policy.hidden_sizes=[1000000,1000000]", xfail=NO_VALIDATE_PRETRAIN),
-    case("pretrain_bc", "output=''", xfail=NO_VALIDATE_PRETRAIN),
-    case("pretrain_bc", "+foo=1", xfail=NO_VALIDATE_PRETRAIN),
-    case("pretrain_bc", "dataset=???", key="dataset is missing", xfail=NO_VALIDATE_PRETRAIN),  # none given
+    case("pretrain_bc", "eval_seeds=3000000000"),
+    case("pretrain_bc", "policy.hidden_sizes=[1000000,1000000]"),
+    case("pretrain_bc", "output=''"),
+    case("pretrain_bc", "+foo=1"),
+    case("pretrain_bc", "dataset=???", key="dataset is missing"),  # none given
 ]
 CASES = TRAIN_ENV + TRAIN_POLICY + TRAIN_ALGO + TRAIN_DEMOS_BC + TRAIN_TOP + EVALUATE + COLLECT + PRETRAIN
 
