@@ -86,6 +86,11 @@ def lock(path: str | Path, key: str = "hydra.run.dir") -> Path:
     return path
 
 
+def is_held(path: str | Path) -> bool:
+    """Whether this process holds the lock of run directory `path`."""
+    return Path(path).resolve() in _held
+
+
 def release(path: str | Path) -> None:
     """Give up this process's lock of `path` (the file stays; a lock ends with the process anyway)."""
     fd = _held.pop(Path(path).resolve(), None)

@@ -163,6 +163,7 @@ class Trainer:
     def run(self) -> dict[str, Any]:
         """Train until `cfg.iterations`, a budget, a target, a signal or an error; write `summary.json`
         -> the summary. The run directory is locked for this process first (grpo_robot/rundir.py)."""
+        locked_here = not rundir.is_held(self.run_dir)  # else the command line locked it for the whole process
         rundir.lock(self.run_dir, "run directory")
         for stale in (self.run_dir / "checkpoints").glob(".*.tmp"):  # a write cut short by SIGKILL
             stale.unlink(missing_ok=True)
@@ -197,6 +198,8 @@ class Trainer:
         except checkpoint.WriteError as err:
             if self.error is None:
                 summary.update(stopped="error", error=str(err))
+        if locked_here:
+            rundir.release(self.run_dir)
         return summary
 
     def _loop(self) -> None:

@@ -81,10 +81,9 @@ class Learner:
         moments = {p: {k: v.clone() if torch.is_tensor(v) else v for k, v in state[p].items()}
                    for p in self.params if p in state}  # fmt: skip
         self.optimizer.step()
-        after = [p.detach().reshape(-1) for p in self.params] + [
-            v.reshape(-1) for p in self.params for v in state.get(p, {}).values() if torch.is_tensor(v) and
-            v.is_floating_point()]  # fmt: skip
-        if torch.isfinite(torch.cat(after)).all():  # one check, one device sync
+        after = [p.detach() for p in self.params] + [v for p in self.params for v in state.get(p, {}).values()
+                                                     if torch.is_tensor(v) and v.is_floating_point()]  # fmt: skip
+        if torch.stack([torch.isfinite(t).all() for t in after]).all():  # one device sync
             return True
         with torch.no_grad():
             for p, before in zip(self.params, params, strict=True):

@@ -330,3 +330,8 @@ def test_an_env_whose_every_world_fails_stops_the_run_with_its_last_iteration(tm
     assert summary["stopped"] == "error" and "every one of the 4 worlds failed" in summary["error"]
     assert "non-finite observation" in summary["error"] and "\n" not in summary["error"]
     assert state(tmp_path / "checkpoints" / "last.pt")["iteration"] == summary["iterations"] >= 1
+
+
+def test_a_run_in_this_process_gives_its_directory_back_when_it_ends(tmp_path):
+    Trainer(small_config(iterations=1), tmp_path).run()
+    assert rundir.holder(tmp_path) is None  # a notebook that trained here does not block the next run
