@@ -50,7 +50,7 @@ def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 60.0) -> None:
 
 def training_started(run_dir: Path, proc: subprocess.Popen) -> None:
     wait_for(run_dir / "tb", proc)
-    time.sleep(0.8)  # some iterations in
+    time.sleep(1.5)  # some iterations in
 
 
 def state(path: Path) -> dict:
