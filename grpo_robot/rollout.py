@@ -14,6 +14,10 @@ from grpo_robot.policies import Policy
 from grpo_robot.seeding import group_seeds, iteration_generator, iteration_seeds
 
 
+class RolloutError(RuntimeError):
+    """Rollout workers kept failing (`rollout.max_restarts`); the message is one line."""
+
+
 @dataclass
 class Batch:
     """One iteration's experience, time-major and padded. `T` is the longest episode."""
@@ -140,6 +144,9 @@ class GroupSampler:
         seeds = group_seeds(iteration_seeds(self.run_seed, it, self.n_groups, round_), self.group_size)
         generator = iteration_generator(self.run_seed, it, self.device, round_=round_)
         return collect(self.env, policy, seeds, self.device, generator, False, self.final_step_outcome)
+
+    def close(self) -> None:
+        """Release what the sampler holds beyond the env (the Ray backend's workers)."""
 
     def sample(self, policy: Policy, it: int) -> tuple[Batch, dict[str, float]]:
         """-> (batch, dynamic-sampling metrics: groups drawn and kept, success before filtering)."""

@@ -86,3 +86,40 @@ def iteration_generator(
 ) -> torch.Generator:
     """A torch generator on `device` for one stream of one iteration (see `stream_seed`)."""
     return torch.Generator(device=device).manual_seed(stream_seed(run_seed, iteration, stream, round_))
+
+
+class WorldRows:
+    """The sampling noise of worlds `start:stop` of a batch of `total` worlds: each draw is made
+    for all `total` worlds from `generator` (as one process running the whole batch draws it) and
+    these rows are kept, so that a world's noise does not depend on how the batch is split across
+    processes (rollout workers). Pass it where a policy's `sample` takes a generator."""
+
+    def __init__(self, generator: torch.Generator, start: int, stop: int, total: int) -> None:
+        if not 0 <= start < stop <= total:
+            raise ValueError(f"rows {start}:{stop} of {total} worlds is not a slice of them")
+        self.generator, self.start, self.stop, self.total = generator, start, stop, total
+
+    def _draw(self, fn, shape: Sequence[int], **kwargs) -> torch.Tensor:
+        if shape[0] != self.stop - self.start:
+            raise ValueError(f"a draw for {shape[0]} worlds from rows {self.start}:{self.stop}")
+        return fn((self.total, *shape[1:]), generator=self.generator, **kwargs)[self.start : self.stop]
+
+    def randn(self, shape: Sequence[int], **kwargs) -> torch.Tensor:
+        return self._draw(torch.randn, shape, **kwargs)
+
+    def rand(self, shape: Sequence[int], **kwargs) -> torch.Tensor:
+        return self._draw(torch.rand, shape, **kwargs)
+
+
+def normal(generator: torch.Generator | WorldRows | None, shape: Sequence[int], **kwargs) -> torch.Tensor:
+    """Standard normal draws of `shape` (`[worlds, ...]`) from a generator or a `WorldRows`."""
+    if isinstance(generator, WorldRows):
+        return generator.randn(shape, **kwargs)
+    return torch.randn(tuple(shape), generator=generator, **kwargs)
+
+
+def uniform(generator: torch.Generator | WorldRows | None, shape: Sequence[int], **kwargs) -> torch.Tensor:
+    """Uniform [0, 1) draws of `shape` (`[worlds, ...]`) from a generator or a `WorldRows`."""
+    if isinstance(generator, WorldRows):
+        return generator.rand(shape, **kwargs)
+    return torch.rand(tuple(shape), generator=generator, **kwargs)

@@ -44,14 +44,14 @@ from grpo_robot.evaluation import EvalResult, evaluate
 from grpo_robot.gym_vector import EnvFailure
 from grpo_robot.hooks import Hook, IterationRecord, default_hooks
 from grpo_robot.policies import Policy, build_policy
-from grpo_robot.rollout import GroupSampler
+from grpo_robot.rollout import GroupSampler, RolloutError
 from grpo_robot.seeding import STREAM_EVAL, eval_seeds, iteration_generator
 from grpo_robot.signals import Interrupted, SignalGuard
 from grpo_robot.update import AdvantageSource, GroupAdvantages, Learner, TrainingDiverged
 
 # what ends a run early with an error, its last completed iteration saved: a broken env, an update
 # that keeps going non-finite, a file that cannot be written
-RUN_ERRORS: tuple[type[BaseException], ...] = (TrainingDiverged, EnvFailure, checkpoint.WriteError,
+RUN_ERRORS: tuple[type[BaseException], ...] = (TrainingDiverged, EnvFailure, RolloutError, checkpoint.WriteError,
                                                checkpoint.NonFiniteError)  # fmt: skip
 
 
@@ -64,7 +64,10 @@ class Trainer:
         validate(cfg)  # before any environment is built
         self.cfg, self.run_dir, self.device = cfg, Path(run_dir), resolve_device(cfg.device)
         algo = cfg.algo
-        self.env = env if env is not None else make_env(cfg.env, algo.groups_per_iter * algo.group_size)
+        worlds = algo.groups_per_iter * algo.group_size
+        if cfg.rollout.backend == "ray" and not cfg.env.task:  # the workers hold the training worlds
+            worlds = min(worlds, cfg.eval_seeds)  # here: sizes and evaluation
+        self.env = env if env is not None else make_env(cfg.env, worlds)
         self.eval_env = make_eval_env(cfg, cfg.eval_seeds, self.env)
         task = None
         if cfg.env.task:
@@ -98,9 +101,18 @@ class Trainer:
         extra = [] if self.critic is None else [self.critic]
         self.learner = Learner(policy, algo, self.env.horizon, cfg.iterations, cfg.seed, self.device, extra)
         sampling = algo.dynamic_sampling
-        self.sampler = GroupSampler(self.env, cfg.seed, algo.groups_per_iter, algo.group_size, self.device,
-                                    cfg.env.outcome == "final_step", tuple(sampling.keep_range) if sampling.enabled
-                                    else None, sampling.max_rounds)  # fmt: skip
+        if cfg.rollout.backend == "ray":
+            from grpo_robot.ray_rollout import RaySampler
+
+            try:
+                self.sampler: GroupSampler = RaySampler(cfg, policy, self.device)
+            except BaseException:
+                self.close()
+                raise
+        else:
+            self.sampler = GroupSampler(self.env, cfg.seed, algo.groups_per_iter, algo.group_size, self.device,
+                                        cfg.env.outcome == "final_step", tuple(sampling.keep_range)
+                                        if sampling.enabled else None, sampling.max_rounds)  # fmt: skip
         self.hooks = [*default_hooks(cfg), *hooks]
         self.iteration = self.env_steps = 0
         self.best_eval = -1.0
@@ -155,7 +167,7 @@ class Trainer:
             "charts/env_steps_per_s": batch.simulated_steps / (t1 - t0),
             "time/rollout_s": t1 - t0,
             "time/update_s": t2 - t1,
-            **{f"charts/{k}": v for k, v in {**adv_metrics, **sampling}.items()},
+            **{k if "/" in k else f"charts/{k}": v for k, v in {**adv_metrics, **sampling}.items()},
             **{f"losses/{k}": v for k, v in update.items()},
         }
         return IterationRecord(self.iteration, self.env_steps, scalars, final=self.iteration >= self.cfg.iterations)
@@ -296,7 +308,10 @@ class Trainer:
         return self.last_eval
 
     def close(self) -> None:
-        """Release the envs (worker processes of `env.vector=async`)."""
+        """Release the envs (worker processes of `env.vector=async`) and the rollout workers (Ray)."""
+        sampler = getattr(self, "sampler", None)
+        if sampler is not None:
+            sampler.close()
         self.env.close()
         if self.eval_env is not self.env:
             self.eval_env.close()

@@ -205,6 +205,29 @@ class BCConfig:
 
 
 @dataclass
+class RolloutConfig:
+    """Where an iteration's rollouts run (docs/scaling.md). The result does not depend on it: each
+    world's sampling noise comes from the run's stream for that world, whoever steps it."""
+
+    # local: the training env, in this process | ray: `workers` Ray actors, each stepping a slice of
+    # the iteration's groups with a CPU copy of the policy (the learner sends the weights once per draw)
+    backend: str = choice("local", "ray")
+    workers: int = 2  # Ray actors (at most one per group)
+    cpus_per_worker: float = 1.0  # CPUs Ray reserves for each; also its physics and torch threads
+    worker_timeout_s: float = 600.0  # a worker slower than this on one draw is hung: killed and restarted
+    max_restarts: int = 3  # worker failures (died or hung) a run survives; then it stops, last iteration saved
+
+
+@dataclass
+class RayConfig:
+    """The Ray cluster of `rollout.backend=ray`."""
+
+    # null: start a local Ray on this machine's cores (shut down at the end) | auto: the cluster
+    # `ray start --head` runs on this machine | ray://host:port (Ray Client) | host:port
+    address: str | None = None
+
+
+@dataclass
 class TrainConfig:
     env: EnvConfig = field(default_factory=EnvConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
@@ -226,6 +249,8 @@ class TrainConfig:
     obs_norm_updates: bool | None = None  # null: on from scratch, off from a pretrained policy (keeps its inputs)
     demos: DemoConfig = field(default_factory=DemoConfig)
     bc: BCConfig = field(default_factory=BCConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    ray: RayConfig = field(default_factory=RayConfig)
     progress: bool = True  # console progress bar
 
 

@@ -37,6 +37,7 @@ from grpo_robot.config.schema import (
     KLConfig,
     PolicyConfig,
     PretrainConfig,
+    RolloutConfig,
     TrainConfig,
     env_source,
 )
@@ -164,6 +165,10 @@ RANGES: dict[tuple[type, str], Range] = {
     (BCConfig, "patience"): Range(1),
     (BCConfig, "token_sigma"): Range(0),
     (BCConfig, "seed"): Range(0, MAX_SEED, high_open=True, guard=True),
+    (RolloutConfig, "workers"): Range(1, 1024, guard=True),
+    (RolloutConfig, "cpus_per_worker"): Range(0, 1024, low_open=True),
+    (RolloutConfig, "worker_timeout_s"): Range(0, 86400, low_open=True, why="seconds; 86400 is a day"),
+    (RolloutConfig, "max_restarts"): Range(0, 1000),
     (TrainConfig, "seed"): Range(0, MAX_SEED, high_open=True, guard=True),
     (TrainConfig, "iterations"): Range(1),
     (TrainConfig, "max_env_steps"): Range(1, null="no budget"),
@@ -319,8 +324,13 @@ def validate(cfg: TrainConfig) -> None:
     validate_demos(cfg.demos, env=cfg.env)
     validate_bc(cfg.bc)
     validate_device(cfg.device)
+    address = cfg.ray.address
+    _check(address is None or address == "auto" or bool(_ADDRESS.match(address)), "ray.address", address,
+           "must be null (start a local Ray), auto (the cluster started on this machine with `ray start --head`), "
+           "ray://host:port or host:port")  # fmt: skip
 
 
+_ADDRESS = re.compile(r"^(ray://)?[A-Za-z0-9_.\-\[\]:]+:\d{1,5}$")
 _CALLABLE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 

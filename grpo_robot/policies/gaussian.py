@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from grpo_robot.policies.base import ACTIVATIONS, Policy, mlp, register_policy
+from grpo_robot.seeding import normal
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 1.0
 HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
@@ -94,7 +95,7 @@ class GaussianPolicy(Policy):
         if deterministic:
             raw = mean
         else:
-            noise = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
+            noise = normal(generator, mean.shape, device=mean.device, dtype=mean.dtype)
             raw = mean + noise * torch.exp(log_std)
         return raw, self.to_action(raw), self._log_probs(raw, mean, log_std)
 

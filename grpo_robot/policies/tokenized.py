@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from grpo_robot.policies.base import ACTIVATIONS, Policy, mlp, register_policy
+from grpo_robot.seeding import uniform
 
 
 def bin_centres(bins: int) -> torch.Tensor:
@@ -26,7 +27,7 @@ def sample_categorical(logits: torch.Tensor, generator: torch.Generator | None =
     CPU this is about 30x faster than `torch.multinomial` for 2048 rows of 256 bins, which made
     it the largest cost of a tokenized rollout (benchmarks.md, "Profile")."""
     cdf = F.softmax(logits.to(torch.float64), dim=-1).cumsum(-1)
-    u = torch.rand((*cdf.shape[:-1], 1), generator=generator, dtype=torch.float64, device=cdf.device)
+    u = uniform(generator, (*cdf.shape[:-1], 1), dtype=torch.float64, device=cdf.device)
     return torch.searchsorted(cdf, u * cdf[..., -1:], right=True)[..., 0].clamp_(max=cdf.shape[-1] - 1)
 
 

@@ -1,0 +1,247 @@
+"""`rollout.backend=ray`: an iteration's groups stepped by Ray actors (docs/scaling.md).
+
+`RaySampler` is a `GroupSampler` whose `draw` splits the iteration's groups into `rollout.workers`
+contiguous slices, one per `RolloutWorker` actor. Each worker owns an env of its slice's worlds
+(the same group-env backends as the local one) and a CPU copy of the policy; per draw the learner
+puts the policy's weights in the object store once and every worker loads them. A world's sampling
+noise is drawn for the whole batch from the run's stream for (seed, iteration, round) and the
+worker keeps its rows (`seeding.WorldRows`); the learner joins the slices in worker order. So
+on CPU the batch, and the training run, are bit-identical to the local backend's for any number
+of workers.
+
+What travels: the config (env, policy sizes) when a worker starts, the weights per draw, the
+seeds of its slice; the batch comes back. Env objects never travel: each worker builds its own.
+
+Faults: a worker whose process dies is restarted by Ray (the actor's `max_restarts`) and its
+slice is collected again from the same seeds and streams, so the result is unchanged; one that
+takes longer than `rollout.worker_timeout_s` is killed and restarted the same way. After
+`rollout.max_restarts` such failures in a run, `RolloutError` (one line) ends the run, its last
+completed iteration saved.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import sys
+import time
+from typing import Any
+
+import numpy as np
+import torch
+
+from grpo_robot.config import ConfigError, TrainConfig, env_config_dict
+from grpo_robot.policies import Policy
+from grpo_robot.rollout import Batch, GroupSampler, RolloutError, collect
+from grpo_robot.seeding import WorldRows, group_seeds, iteration_generator, iteration_seeds
+
+
+class RolloutWorker:
+    """One Ray actor: the env of a slice of `n_worlds` worlds and a CPU copy of the policy."""
+
+    def __init__(self, env: dict[str, Any], n_worlds: int, policy: dict[str, Any], threads: int,
+                 final_step_outcome: bool, paths: list[str]) -> None:  # fmt: skip
+        import sys
+
+        from grpo_robot.config import env_config
+
+        for path in reversed(paths):  # the driver's import path: a user's env module next to their script
+            if path not in sys.path and os.path.isdir(path):
+                sys.path.insert(0, path)
+        from grpo_robot.environment import make_env
+        from grpo_robot.policies import build_policy
+
+        torch.set_num_threads(threads)
+        env_cfg = env_config(env)
+        if env_cfg.task:  # physics threads: the worker's CPUs (results are identical for any count)
+            env_cfg.nthread = threads
+        self.env = make_env(env_cfg, n_worlds)
+        self.policy = build_policy(policy["type"], policy["obs_dim"], policy["action_dim"], **policy["kwargs"])
+        self.policy.eval()
+        self.final_step_outcome = final_step_outcome
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def collect(self, weights: dict[str, torch.Tensor], run_seed: int, it: int, round_: int, seeds: np.ndarray,
+                start: int, total: int) -> tuple[Batch, float]:  # fmt: skip
+        """Worlds `start:start + len(seeds)` of the draw -> (their batch, seconds it took)."""
+        t0 = time.perf_counter()
+        self.policy.load_state_dict(weights)
+        rows = WorldRows(iteration_generator(run_seed, it, "cpu", round_=round_), start, start + len(seeds), total)
+        batch = collect(self.env, self.policy, seeds, torch.device("cpu"), rows, False, self.final_step_outcome)
+        return batch, time.perf_counter() - t0
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def _reachable(address: str, timeout: float = 3.0) -> str | None:
+    """None when a TCP connection to `host:port` (after an optional `ray://`) opens, else why not."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            return None
+    except OSError as err:
+        return f"{type(err).__name__}: {err.strerror or err}"
+
+
+def connect(address: str | None, num_cpus: int | None = None) -> bool:
+    """Connect this process to Ray (a running session is used as it is) -> whether this call
+    started a local Ray, which `shutdown` then ends. A cluster that cannot be reached is a
+    one-line `ConfigError` within seconds, before any work."""
+    import ray
+
+    if address is not None and address != "auto":
+        problem = _reachable(address)
+        if problem:
+            raise ConfigError(f"ray.address={address!r}: no Ray cluster answers there ({problem}); start one with "
+                              "`ray start --head`, or set ray.address=null for a local Ray")  # fmt: skip
+    if ray.is_initialized():
+        return False
+    quiet = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
+    if address is None:
+        ray.init(num_cpus=num_cpus, **quiet)
+        return True
+    try:
+        ray.init(address=address, **({} if address.startswith("ray://") else quiet))
+    except Exception as err:  # noqa: BLE001  (ConnectionError, RuntimeError: reported in one line)
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ConfigError(f"ray.address={address!r}: cannot join the Ray cluster: {first}") from None
+    return False
+
+
+class RaySampler(GroupSampler):
+    """`GroupSampler` whose draws run on Ray actors (module docstring)."""
+
+    def __init__(self, cfg: TrainConfig, policy: Policy, device: torch.device) -> None:
+        import ray
+
+        algo, rollout = cfg.algo, cfg.rollout
+        sampling = algo.dynamic_sampling
+        super().__init__(None, cfg.seed, algo.groups_per_iter, algo.group_size, device,  # type: ignore[arg-type]
+                         cfg.env.outcome == "final_step", tuple(sampling.keep_range) if sampling.enabled else None,
+                         sampling.max_rounds)  # fmt: skip
+        self.cfg = cfg
+        self.started_ray = connect(cfg.ray.address)
+        # contiguous slices of whole groups (a group's members share one env: clone starts need it)
+        groups = np.array_split(np.arange(self.n_groups), min(rollout.workers, self.n_groups))
+        self.slices = [(int(g[0]) * self.group_size, (int(g[-1]) + 1) * self.group_size) for g in groups]
+        self.total = self.n_groups * self.group_size
+        spec = {"type": policy.type, "obs_dim": policy.obs_dim, "action_dim": policy.action_dim,
+                "kwargs": policy.init_kwargs()}  # fmt: skip
+        threads = max(1, int(rollout.cpus_per_worker))
+        actor = ray.remote(RolloutWorker).options(num_cpus=rollout.cpus_per_worker,
+                                                  max_restarts=rollout.max_restarts, max_task_retries=0)  # fmt: skip
+        env, paths = env_config_dict(cfg.env), [os.getcwd(), *(p for p in sys.path if p)]
+        self.workers = [actor.remote(env, b - a, spec, threads, self.final_step_outcome, paths) for a, b in self.slices]
+        self.failures = 0
+        self.timing: dict[str, float] = {}
+        try:
+            self.pids = ray.get([w.pid.remote() for w in self.workers], timeout=rollout.worker_timeout_s)
+        except Exception as err:  # noqa: BLE001  (a worker that cannot build its env)
+            self.close()
+            raise ValueError(f"rollout.backend=ray: a worker could not start: {_one_line(err)}") from None
+
+    def worker_pids(self) -> list[int]:
+        """The process id of each worker (as of the last draw)."""
+        return list(self.pids)
+
+    def draw(self, policy: Policy, it: int, round_: int = 0) -> Batch:
+        import ray
+
+        seeds = group_seeds(iteration_seeds(self.run_seed, it, self.n_groups, round_), self.group_size)
+        weights = ray.put({k: v.detach().cpu() for k, v in policy.state_dict().items()})  # once per draw
+
+        def submit(k: int):
+            a, b = self.slices[k]
+            return self.workers[k].collect.remote(weights, self.run_seed, it, round_, seeds[a:b], a, self.total)
+
+        t0 = time.perf_counter()
+        pending = {submit(k): (k, time.perf_counter()) for k in range(len(self.workers))}
+        results: dict[int, tuple[Batch, float]] = {}
+        timeout = self.cfg.rollout.worker_timeout_s
+        while pending:
+            deadline = min(started for _, started in pending.values()) + timeout
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=max(0.0, deadline - time.perf_counter()))
+            if not ready:  # the oldest pending slice is past its time: that worker hangs
+                ref = min(pending, key=lambda r: pending[r][1])
+                k, _ = pending.pop(ref)
+                ray.kill(self.workers[k], no_restart=False)  # Ray restarts it
+                self._failed(k, it, f"no answer within rollout.worker_timeout_s={timeout:g} s")
+                pending[submit(k)] = (k, time.perf_counter())
+                continue
+            ref = ready[0]
+            k, _ = pending.pop(ref)
+            try:
+                results[k] = ray.get(ref)
+            except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError) as err:
+                self._failed(k, it, _one_line(err))
+                pending[submit(k)] = (k, time.perf_counter())  # the same seeds and streams again
+        wall = time.perf_counter() - t0
+        parts = [results[k][0] for k in range(len(self.workers))]
+        seconds = [results[k][1] for k in range(len(self.workers))]
+        self.timing = {f"charts/worker{k}_env_steps_per_s": p.simulated_steps / max(s, 1e-9)
+                       for k, (p, s) in enumerate(zip(parts, seconds, strict=True))}  # fmt: skip
+        self.timing["time/worker_wait_s"] = wall - min(seconds)  # waiting beyond the fastest worker
+        return _to(Batch.concat(parts), self.device)
+
+    def sample(self, policy: Policy, it: int) -> tuple[Batch, dict[str, float]]:
+        batch, metrics = super().sample(policy, it)
+        return batch, {**metrics, **self.timing}
+
+    def _failed(self, k: int, it: int, why: str) -> None:
+        import ray
+
+        self.failures += 1
+        limit = self.cfg.rollout.max_restarts
+        if self.failures > limit:
+            raise RolloutError(f"rollout worker {k} failed at iteration {it} ({why}); that is {self.failures} worker "
+                               f"failures in this run, more than rollout.max_restarts={limit}")  # fmt: skip
+        wait = max(self.cfg.rollout.worker_timeout_s, 60.0)  # a restart builds the env again
+        deadline = time.perf_counter() + wait
+        while True:  # until the restarted process answers (Ray rebuilds the actor, env included)
+            try:
+                self.pids[k] = ray.get(self.workers[k].pid.remote(), timeout=max(0.1, deadline - time.perf_counter()))
+                return
+            except ray.exceptions.ActorUnavailableError:
+                if time.perf_counter() > deadline:
+                    break
+                time.sleep(0.1)  # still restarting
+            except Exception as err:  # noqa: BLE001
+                raise RolloutError(f"rollout worker {k} failed at iteration {it} ({why}) and did not come back: "
+                                   f"{_one_line(err)}") from None  # fmt: skip
+        raise RolloutError(f"rollout worker {k} failed at iteration {it} ({why}) and was not back within "
+                           f"{wait:g} s")  # fmt: skip
+
+    def close(self) -> None:
+        """End the workers, and the local Ray this sampler started."""
+        import ray
+
+        for worker in getattr(self, "workers", []):
+            try:
+                ray.kill(worker, no_restart=True)
+            except Exception:  # noqa: BLE001  (already gone)
+                pass
+        self.workers = []
+        if self.started_ray and ray.is_initialized():
+            ray.shutdown()
+        self.started_ray = False
+
+
+def _to(batch: Batch, device: torch.device) -> Batch:
+    if device.type == "cpu":
+        return batch
+    return Batch(batch.obs.to(device), batch.raw.to(device), batch.logp.to(device), batch.mask.to(device),
+                 batch.success.to(device), batch.failed.to(device), batch.simulated_steps)  # fmt: skip
+
+
+def _one_line(err: BaseException) -> str:
+    """A Ray error (a remote traceback inside) as one line: the remote exception's own line when
+    there is one."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(err))
+    causes = [line.strip() for line in text.splitlines() if re.match(r"^\s*[\w.]+(Error|Exception|Exit): ", line)]
+    if causes:
+        return causes[-1][:300]
+    return f"{type(err).__name__}: {' '.join(text.split())[:300]}"

@@ -1,0 +1,152 @@
+"""`rollout.backend=ray`: the same parameters as the local backend for any worker count, workers
+that die or hang are replaced without changing the result, and Ray is shut down after a run.
+The in-process tests share one local Ray (started once for this module)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+from cli_harness import run_main
+from test_train import small_config
+
+from grpo_robot.config import EnvConfig, RolloutConfig
+from grpo_robot.hooks import Hook
+from grpo_robot.seeding import WorldRows, iteration_generator
+from grpo_robot.trainer import Trainer
+
+ray = pytest.importorskip("ray")  # the `ray` extra, which the README's test install includes
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield
+    if started:
+        ray.shutdown()
+
+
+def train(cfg, run_dir: Path, hooks=()) -> tuple[dict[str, torch.Tensor], dict, Trainer]:
+    trainer = Trainer(cfg, run_dir, hooks=hooks)
+    try:
+        summary = trainer.run()
+    finally:
+        trainer.close()
+    return {k: v.detach().clone() for k, v in trainer.policy.state_dict().items()}, summary, trainer
+
+
+def on(cfg, backend: str, workers: int = 1, **rollout):
+    return replace(cfg, rollout=RolloutConfig(backend=backend, workers=workers, **rollout))
+
+
+def same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_world_rows_draw_what_the_whole_batch_draws():
+    whole = torch.randn((10, 3), generator=iteration_generator(0, 5, "cpu"))
+    parts = [WorldRows(iteration_generator(0, 5, "cpu"), a, b, 10).randn((b - a, 3)) for a, b in ((0, 4), (4, 10))]
+    assert torch.equal(torch.cat(parts), whole)
+    with pytest.raises(ValueError, match="rows 4:11 of 10 worlds"):
+        WorldRows(iteration_generator(0, 5, "cpu"), 4, 11, 10)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_ray_gives_the_local_parameters_on_a_built_in_task(local_ray, tmp_path, workers):
+    cfg = small_config(iterations=2)
+    local, summary, _ = train(on(cfg, "local"), tmp_path / "local")
+    remote, remote_summary, trainer = train(on(cfg, "ray", workers), tmp_path / "ray")
+    assert same(local, remote) and summary["env_steps"] == remote_summary["env_steps"]
+    assert len(trainer.sampler.slices) == workers
+
+
+def test_ray_gives_the_local_parameters_on_a_gymnasium_env_and_the_tokenized_policy(local_ray, tmp_path):
+    import toy_envs  # noqa: F401  (PointReach)
+
+    cfg = small_config(iterations=2, env=EnvConfig(task=None, entry_point="toy_envs:PointReach", horizon=20))
+    cfg = replace(cfg, policy=replace(cfg.policy, type="tokenized", bins=16), eval_seeds=8,
+                  algo=replace(cfg.algo, groups_per_iter=4, group_size=4))  # fmt: skip
+    local, *_ = train(on(cfg, "local"), tmp_path / "local")
+    for workers in (1, 2):
+        remote, *_ = train(on(cfg, "ray", workers), tmp_path / f"ray{workers}")
+        assert same(local, remote), workers
+
+
+class KillWorker(Hook):
+    """SIGKILLs rollout worker 0's process `delay` s into the rollout after iteration `at`."""
+
+    def __init__(self, at: int, delay: float) -> None:
+        self.at, self.delay, self.killed = at, delay, None
+
+    def after_iteration(self, trainer, record):
+        if record.iteration == self.at:
+            self.killed = trainer.sampler.worker_pids()[0]
+            threading.Timer(self.delay, os.kill, (self.killed, signal.SIGKILL)).start()
+
+
+def test_a_killed_worker_is_replaced_and_the_result_is_unchanged(local_ray, tmp_path):
+    cfg = small_config(iterations=3)
+    undisturbed, *_ = train(on(cfg, "ray", 2), tmp_path / "undisturbed")
+    hook = KillWorker(at=1, delay=0.05)
+    disturbed, summary, trainer = train(on(cfg, "ray", 2), tmp_path / "disturbed", hooks=[hook])
+    assert trainer.sampler.failures == 1 and summary["stopped"] == "iterations"
+    assert same(undisturbed, disturbed)
+
+
+def test_a_worker_that_keeps_hanging_stops_the_run_with_its_last_iteration(local_ray, tmp_path):
+    import toy_envs  # noqa: F401
+
+    # 4 worlds x 10 steps per iteration; each worker process hangs at its 100th step call
+    env = EnvConfig(task=None, entry_point="toy_envs:Breaks", horizon=10, kwargs={"after": 100})
+    cfg = small_config(iterations=50, env=env, checkpoint_every=100, eval_seeds=4)
+    cfg = replace(cfg, algo=replace(cfg.algo, groups_per_iter=2, group_size=2, minibatches=1))
+    cfg = on(cfg, "ray", 1, worker_timeout_s=2.0, max_restarts=1)
+    _, summary, trainer = train(cfg, tmp_path)
+    assert summary["stopped"] == "error" and trainer.sampler.failures == 2, summary["error"]
+    assert summary["error"].startswith("rollout worker 0 failed at iteration ")
+    assert "more than rollout.max_restarts=1" in summary["error"]
+    saved = torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=True)
+    assert saved["iteration"] == summary["iterations"] >= 1
+
+
+def test_a_bad_ray_address_is_one_line_before_any_work(tmp_path):
+    out = run_main("train", "rollout.backend=ray", "ray.address=127.0.0.1:1", "iterations=1", "progress=false",
+                   f"hydra.run.dir={tmp_path / 'run'}")  # fmt: skip
+    assert out.code == 2 and len(out.error_lines) == 1
+    assert out.error_lines[0].startswith("error: ray.address='127.0.0.1:1': no Ray cluster answers there")
+    assert not (tmp_path / "run" / "checkpoints").exists()
+    bad = run_main("train", "rollout.backend=ray", "ray.address=nowhere", f"hydra.run.dir={tmp_path / 'run2'}")
+    assert bad.code == 2 and bad.error_lines[0].startswith("error: ray.address='nowhere' is invalid")
+
+
+def ray_processes() -> set[int]:
+    out = subprocess.run(["pgrep", "-f", "raylet|gcs_server"], capture_output=True, text=True)
+    return {int(p) for p in out.stdout.split()}
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_ray_is_shut_down_after_a_run_and_after_an_error(tmp_path, fails):
+    before = ray_processes()
+    extra = ["env=gym", "env.entry_point=toy_envs:Breaks", "env.horizon=10", "+env.kwargs.after=100",
+             "rollout.worker_timeout_s=2", "rollout.max_restarts=0"] if fails else []  # fmt: skip
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "train.py"), "rollout.backend=ray",
+                          "rollout.workers=2", "rollout.cpus_per_worker=0.5", f"iterations={5 if fails else 2}",
+                          "algo.groups_per_iter=4", "algo.group_size=2",
+                          "eval_seeds=4", "progress=false", f"hydra.run.dir={tmp_path / 'run'}", *extra],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": str(ROOT / "tests")})  # fmt: skip
+    assert out.returncode == (1 if fails else 0), out.stderr[-3000:]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["stopped"] == ("error" if fails else "iterations")
+    assert ray_processes() <= before  # the local Ray the run started is gone
