@@ -64,6 +64,12 @@ class RolloutWorker:
     def pid(self) -> int:
         return os.getpid()
 
+    def node(self) -> str:
+        """The id of the Ray node this worker runs on."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
     def collect(self, weights: dict[str, torch.Tensor], run_seed: int, it: int, round_: int, seeds: np.ndarray,
                 start: int, total: int) -> tuple[Batch, float]:  # fmt: skip
         """Worlds `start:start + len(seeds)` of the draw -> (their batch, seconds it took)."""
@@ -140,6 +146,7 @@ class RaySampler(GroupSampler):
         self.timing: dict[str, float] = {}
         try:
             self.pids = ray.get([w.pid.remote() for w in self.workers], timeout=rollout.worker_timeout_s)
+            self.nodes = ray.get([w.node.remote() for w in self.workers], timeout=rollout.worker_timeout_s)
         except Exception as err:  # noqa: BLE001  (a worker that cannot build its env)
             self.close()
             raise ValueError(f"rollout.backend=ray: a worker could not start: {_one_line(err)}") from None

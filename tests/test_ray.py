@@ -150,3 +150,13 @@ def test_ray_is_shut_down_after_a_run_and_after_an_error(tmp_path, fails):
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["stopped"] == ("error" if fails else "iterations")
     assert ray_processes() <= before  # the local Ray the run started is gone
+
+
+
+def test_a_ray_run_resumes_exactly_on_either_backend(local_ray, tmp_path):
+    cfg = small_config(iterations=3)
+    straight, *_ = train(on(cfg, "local"), tmp_path / "straight")
+    train(on(replace(cfg, iterations=1), "ray", 2), tmp_path / "first")
+    for backend in ("local", "ray"):
+        resumed, summary, _ = train(replace(on(cfg, backend, 2), resume=str(tmp_path / "first")), tmp_path / backend)
+        assert same(straight, resumed) and summary["iterations"] == 3, backend
