@@ -22,7 +22,7 @@ def test_two_ray_nodes_on_one_host_train_as_one_cluster(tmp_path):
     raylets on this host), a run that joins them with ray.address, a worker on each node, and
     the local backend's parameters. `pytest -m slow -k two_ray_nodes` (about a minute)."""
     ray_cli = str(Path(sys.executable).with_name("ray"))
-    env = {**os.environ, "RAY_ADDRESS": ""}
+    env = {**os.environ, "RAY_ADDRESS": "", "RAY_AUTH_MODE": "disabled"}  # a throwaway cluster on this host
     port = 6391
     head = subprocess.run([ray_cli, "start", "--head", f"--port={port}", "--num-cpus=1", "--include-dashboard=false",
                            "--disable-usage-stats"], capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
