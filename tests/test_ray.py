@@ -105,8 +105,9 @@ def test_a_killed_worker_is_replaced_and_the_result_is_unchanged(local_ray, tmp_
 
 
 def test_a_worker_that_keeps_hanging_stops_the_run_with_its_last_iteration(local_ray, tmp_path):
-    import toy_envs  # noqa: F401
+    import toy_envs
 
+    toy_envs.Breaks.calls = 0  # this process's count (other tests step Breaks here too): its eval env must not hang
     # 4 worlds x 10 steps per iteration; each worker process hangs at its 100th step call
     env = EnvConfig(task=None, entry_point="toy_envs:Breaks", horizon=10, kwargs={"after": 100})
     cfg = small_config(iterations=50, env=env, checkpoint_every=100, eval_seeds=4)

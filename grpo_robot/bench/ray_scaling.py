@@ -51,6 +51,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--train-iterations", type=int, default=0,
                         help="also train each env this many iterations, local then ray (--train-workers)")  # fmt: skip
     parser.add_argument("--train-workers", type=int, default=2)
+    parser.add_argument("--plot", type=Path, default=None,
+                        help="draw env steps/s against workers (with linear scaling from ray 1) into this PNG")
+    parser.add_argument("--plot-only", type=Path, default=None, metavar="JSON",
+                        help="only draw --plot from the figures a previous --json wrote")  # fmt: skip
 
 
 def draw_rate(sampler: GroupSampler, policy, it: int) -> float:
@@ -120,9 +124,42 @@ def train_compare(name: str, iterations: int, workers: int, run_dir: Path) -> di
     return out
 
 
+def plot(record: dict, path: Path) -> None:
+    """Env steps/s against Ray workers, one panel per env, with linear scaling from one worker
+    and the local backend's best as references."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    envs = record["steps_per_s"]
+    fig, axes = plt.subplots(1, len(envs), figsize=(4.2 * len(envs), 3.6), squeeze=False)
+    for ax, (name, best) in zip(axes[0], envs.items(), strict=True):
+        ks = sorted(int(key.split()[1]) for key in best if key.startswith("ray "))
+        rates = [best[f"ray {k}"] for k in ks]
+        ax.plot(ks, rates, "o-", label="ray workers")
+        ax.plot(ks, [rates[0] * k / ks[0] for k in ks], "--", color="gray", label="linear from 1 worker")
+        local = max(v for key, v in best.items() if key.startswith("local"))
+        ax.axhline(local, color="tab:orange", linestyle=":", label="local backend (best)")
+        ax.set(title=name, xlabel="Ray workers", ylabel="env steps/s", xticks=ks)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    m = record["machine"]
+    fig.suptitle(f"{m['cpu']}, {m['cores']} cores; ray {m.get('ray')}, mujoco {m['mujoco']}", fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def benchmark(args: argparse.Namespace) -> Iterator[str]:
     """The report's lines, each env's rows as soon as they are measured."""
     import ray
+
+    if args.plot_only is not None:
+        plot(json.loads(args.plot_only.read_text()), args.plot or args.plot_only.with_suffix(".png"))
+        yield f"written: {args.plot or args.plot_only.with_suffix('.png')}"
+        return
 
     info = machine.describe("ray")
     yield f"machine: {machine.one_line(info)}, ray {info['ray']}"
@@ -161,3 +198,6 @@ def benchmark(args: argparse.Namespace) -> Iterator[str]:
         record = {"machine": info, "repeats": args.repeats, "steps_per_s": results, "training": trained}
         args.json.write_text(json.dumps(record, indent=1))
         yield f"\nwritten: {args.json}"
+    if args.plot is not None:
+        plot({"machine": info, "steps_per_s": results}, args.plot)
+        yield f"written: {args.plot}"
