@@ -62,13 +62,24 @@ def test_world_rows_draw_what_the_whole_batch_draws():
         WorldRows(iteration_generator(0, 5, "cpu"), 4, 11, 10)
 
 
+class Scalars(Hook):
+    def __init__(self) -> None:
+        self.logged: dict[str, float] = {}
+
+    def on_log(self, trainer, scalars, step):
+        self.logged.update(scalars)
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_ray_gives_the_local_parameters_on_a_built_in_task(local_ray, tmp_path, workers):
     cfg = small_config(iterations=2)
     local, summary, _ = train(on(cfg, "local"), tmp_path / "local")
-    remote, remote_summary, trainer = train(on(cfg, "ray", workers), tmp_path / "ray")
+    seen = Scalars()
+    remote, remote_summary, trainer = train(on(cfg, "ray", workers), tmp_path / "ray", hooks=[seen])
     assert same(local, remote) and summary["env_steps"] == remote_summary["env_steps"]
     assert len(trainer.sampler.slices) == workers
+    rates = [seen.logged[f"charts/worker{k}_env_steps_per_s"] for k in range(workers)]  # TensorBoard's scalars
+    assert all(rate > 100 for rate in rates) and 0 <= seen.logged["time/worker_wait_s"] < 60
 
 
 def test_ray_gives_the_local_parameters_on_a_gymnasium_env_and_the_tokenized_policy(local_ray, tmp_path):
