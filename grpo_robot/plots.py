@@ -1,0 +1,182 @@
+"""Learning curves across training seeds, from the runs' TensorBoard logs (`scripts/plot.py`).
+
+Runs are found under the given paths (a run directory, a `-m` multirun directory, or any folder
+above them: every `tb/` folder with events counts) and grouped into lines by the config keys that
+differ between them (`resolved_config.yaml`: env, algorithm, policy, preset keys), so one line
+stands for one algorithm or preset, its runs the training seeds.
+
+Estimators (as rliable recommends for few runs, Agarwal et al., NeurIPS 2021):
+- a curve is the mean over a line's runs of `charts/eval_success` (each run's value carried
+  forward from its last evaluation), with a 95% percentile-bootstrap band over runs (2,000
+  resamples of the runs with replacement); the x-axis is env steps or wall-clock seconds since
+  the run's first logged value;
+- the final success of a line is the interquartile mean (IQM: the mean of the middle 50% of its
+  runs' last evaluations) with a 95% percentile-bootstrap interval over runs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+TAG = "charts/eval_success"
+LABEL_KEYS = ("env.task", "env.id", "env.entry_point", "algo.advantage", "algo.policy_loss", "algo.ratio",
+              "algo.aggregation", "policy.type", "policy.head", "pretrain", "init_from")  # fmt: skip
+
+
+@dataclass
+class Run:
+    path: Path  # the run directory (holding tb/)
+    config: dict  # its resolved_config.yaml, flattened
+    steps: np.ndarray  # env steps of each evaluation
+    seconds: np.ndarray  # wall-clock since the run's first logged value
+    success: np.ndarray  # eval success rate
+
+
+@dataclass
+class Line:
+    label: str
+    runs: list[Run] = field(default_factory=list)
+
+
+def find_runs(paths: Sequence[str | Path], tag: str = TAG) -> list[Run]:
+    """Every run under `paths` whose TensorBoard log holds `tag`, in path order."""
+    from omegaconf import OmegaConf
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from grpo_robot.resume import flatten
+
+    runs = []
+    for root in paths:
+        root = Path(root)
+        if not root.exists():
+            raise FileNotFoundError(f"{root}: no such run directory")
+        folders = [root / "tb"] if (root / "tb").is_dir() else sorted(p for p in root.rglob("tb") if p.is_dir())
+        for tb in folders:
+            events = EventAccumulator(str(tb), size_guidance={"scalars": 0})
+            events.Reload()
+            scalars = events.Tags().get("scalars", [])
+            if tag not in scalars:
+                continue
+            first = min(min(e.wall_time for e in events.Scalars(t)) for t in scalars)
+            points = events.Scalars(tag)
+            config_file = tb.parent / "resolved_config.yaml"
+            config = OmegaConf.to_container(OmegaConf.load(config_file)) if config_file.exists() else {}
+            steps = np.array([e.step for e in points], dtype=np.float64)
+            seconds = np.array([e.wall_time - first for e in points])
+            runs.append(Run(tb.parent, flatten(config), steps, seconds, np.array([e.value for e in points])))
+    return runs
+
+
+def group(runs: list[Run], keys: Sequence[str] = LABEL_KEYS) -> list[Line]:
+    """Runs -> lines, labelled by the keys among `keys` whose values differ between runs (the env
+    name when none does)."""
+    varying = [k for k in keys if len({str(r.config.get(k)) for r in runs}) > 1]
+    lines: dict[str, Line] = {}
+    for run in runs:
+        if varying:
+            label = ", ".join(f"{k.split('.')[-1]}={run.config.get(k)}" for k in varying)
+        else:
+            c = run.config
+            label = str(c.get("env.task") or c.get("env.id") or c.get("env.entry_point") or run.path.name)
+        lines.setdefault(label, Line(label)).runs.append(run)
+    return list(lines.values())
+
+
+def carried(x: np.ndarray, y: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """`y` at each `grid` point: its value at the last `x` at or before it (NaN before the first)."""
+    idx = np.searchsorted(x, grid, side="right") - 1
+    return np.where(idx >= 0, y[np.clip(idx, 0, None)], np.nan)
+
+
+def bootstrap(samples: np.ndarray, statistic, n: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """95% percentile-bootstrap interval of `statistic` over the rows of `samples` (runs)."""
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(samples), (n, len(samples)))
+    stats = np.array([statistic(samples[p]) for p in picks])
+    low, high = np.percentile(stats, [2.5, 97.5], axis=0)
+    return low, high
+
+
+def iqm(values: np.ndarray) -> float:
+    """The interquartile mean: the mean of the middle 50% of `values` (the whole mean below 4)."""
+    v = np.sort(np.asarray(values, dtype=np.float64))
+    cut = int(np.floor(len(v) * 0.25))
+    return float(v[cut : len(v) - cut].mean())
+
+
+def curve(line: Line, x: str, points: int = 200) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(grid, mean, band low, band high) of a line along `x` ("steps" or "seconds"), where every
+    run has been evaluated (from the latest first evaluation to the earliest last one)."""
+    start = max(getattr(r, x)[0] for r in line.runs)  # every run evaluated from here on
+    end = max(start, min(getattr(r, x)[-1] for r in line.runs))
+    grid = np.linspace(start, end, points)
+    ys = np.stack([carried(getattr(r, x), r.success, grid) for r in line.runs])
+    mean = ys.mean(axis=0)
+    low, high = bootstrap(ys, lambda s: s.mean(axis=0))
+    return grid, mean, low, high
+
+
+def summary(lines: list[Line]) -> list[dict]:
+    """Per line: runs, the final success of each, IQM and its bootstrap interval, the mean."""
+    out = []
+    for line in lines:
+        finals = np.array([r.success[-1] for r in line.runs])
+        low, high = bootstrap(finals[:, None], lambda s: iqm(s[:, 0]))
+        out.append({"label": line.label, "runs": [str(r.path) for r in line.runs], "final": finals.tolist(),
+                    "iqm": iqm(finals), "iqm_low": float(low), "iqm_high": float(high),
+                    "mean": float(finals.mean())})  # fmt: skip
+    return out
+
+
+def draw(lines: list[Line], path: Path, title: str = "") -> None:
+    """Eval success against env steps and against wall-clock (mean, bootstrap band), and the
+    final IQM with its interval, into the PNG `path`."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4), gridspec_kw={"width_ratios": [3, 3, 2]})
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, line in enumerate(lines):
+        color = colors[i % len(colors)]
+        for ax, x in zip(axes[:2], ("steps", "seconds"), strict=True):
+            grid, mean, low, high = curve(line, x)
+            ax.plot(grid, mean, color=color, label=f"{line.label} ({len(line.runs)} runs)")
+            ax.fill_between(grid, low, high, color=color, alpha=0.2, linewidth=0)
+    for row, item in enumerate(summary(lines)):
+        color = colors[row % len(colors)]
+        axes[2].errorbar(item["iqm"], row, xerr=[[item["iqm"] - item["iqm_low"]], [item["iqm_high"] - item["iqm"]]],
+                         fmt="o", color=color, capsize=4)  # fmt: skip
+        axes[2].scatter(item["final"], [row] * len(item["final"]), color=color, alpha=0.35, s=12)
+    axes[0].set(xlabel="env steps", ylabel="eval success", ylim=(-0.02, 1.02))
+    axes[0].ticklabel_format(axis="x", style="sci", scilimits=(0, 0))
+    axes[1].set(xlabel="wall-clock (s)", ylabel="eval success", ylim=(-0.02, 1.02))
+    axes[2].set(xlabel="final eval success: IQM, 95% CI (dots: runs)", xlim=(-0.02, 1.02),
+                yticks=range(len(lines)), yticklabels=[line.label for line in lines])  # fmt: skip
+    axes[2].invert_yaxis()
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8, loc="lower right")
+    fig.suptitle(title or "mean over training seeds, 95% bootstrap band", fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_runs(paths: Sequence[str | Path], output: Path, keys: Sequence[str] = LABEL_KEYS) -> list[dict]:
+    """Find, group, draw and summarize -> the summary (also written next to the PNG as JSON)."""
+    runs = find_runs(paths)
+    if not runs:
+        raise ValueError(f"no run with {TAG} in its TensorBoard log under {', '.join(map(str, paths))}")
+    lines = group(runs, keys)
+    draw(lines, output)
+    rows = summary(lines)
+    output.with_suffix(".json").write_text(json.dumps(rows, indent=1))
+    return rows

@@ -1,0 +1,56 @@
+"""scripts/plot.py: curves and final-success summaries across training seeds, read back from the
+runs' own TensorBoard logs."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from test_train import small_config
+
+from grpo_robot.plots import iqm, plot_runs
+from grpo_robot.trainer import Trainer
+
+pytest.importorskip("matplotlib")  # the `plot` extra, in the README's test install
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Three tiny runs evaluated every iteration: GRPO on seeds 0 and 1, RLOO on seed 0."""
+    root = tmp_path_factory.mktemp("runs")
+    finals = {}
+    for name, advantage, seed in (("grpo0", "grpo", 0), ("grpo1", "grpo", 1), ("rloo0", "rloo", 0)):
+        cfg = small_config(iterations=3, eval_every=1, eval_seeds=20, seed=seed)
+        cfg = replace(cfg, algo=replace(cfg.algo, advantage=advantage))
+        summary = Trainer(cfg, root / name).run()
+        finals[name] = summary["eval"]["success_rate"]
+    return root, finals
+
+
+def test_plot_draws_one_line_per_algorithm_from_the_logs(runs, tmp_path):
+    root, finals = runs
+    rows = plot_runs([root], tmp_path / "curves.png")
+    assert (tmp_path / "curves.png").stat().st_size > 10_000
+    by_label = {row["label"]: row for row in rows}
+    assert set(by_label) == {"advantage=grpo", "advantage=rloo"}
+    grpo = by_label["advantage=grpo"]
+    assert sorted(grpo["final"]) == sorted([finals["grpo0"], finals["grpo1"]])  # the logs' last evaluations
+    assert grpo["iqm"] == pytest.approx(np.mean(grpo["final"]))  # two runs: the IQM is their mean
+    assert grpo["iqm_low"] <= grpo["iqm"] <= grpo["iqm_high"]
+    assert by_label["advantage=rloo"]["final"] == [finals["rloo0"]]
+    assert json.loads((tmp_path / "curves.json").read_text()) == rows
+
+
+def test_one_run_directory_and_nothing_to_plot(runs, tmp_path):
+    root, finals = runs
+    rows = plot_runs([root / "grpo1"], tmp_path / "one.png")
+    assert rows[0]["label"] == "Reach" and rows[0]["final"] == [finals["grpo1"]]
+    with pytest.raises(ValueError, match="no run with charts/eval_success"):
+        plot_runs([tmp_path], tmp_path / "none.png")
+
+
+def test_iqm_is_the_mean_of_the_middle_half():
+    assert iqm(np.array([0.0, 0.5, 0.6, 1.0])) == pytest.approx(0.55)
+    assert iqm(np.array([0.2, 0.4])) == pytest.approx(0.3)
