@@ -36,6 +36,8 @@ from grpo_robot.policies import Policy
 from grpo_robot.rollout import Batch, GroupSampler, RolloutError, collect
 from grpo_robot.seeding import WorldRows, group_seeds, iteration_generator, iteration_seeds
 
+START_UP_S = 300.0  # the longest a worker may take to start (or restart), whatever rollout.worker_timeout_s is
+
 
 class RolloutWorker:
     """One Ray actor: the env of a slice of `n_worlds` worlds and a CPU copy of the policy."""
@@ -144,9 +146,10 @@ class RaySampler(GroupSampler):
         self.workers = [actor.remote(env, b - a, spec, threads, self.final_step_outcome, paths) for a, b in self.slices]
         self.failures = 0
         self.timing: dict[str, float] = {}
+        start_up = max(rollout.worker_timeout_s, START_UP_S)  # imports and the env's construction
         try:
-            self.pids = ray.get([w.pid.remote() for w in self.workers], timeout=rollout.worker_timeout_s)
-            self.nodes = ray.get([w.node.remote() for w in self.workers], timeout=rollout.worker_timeout_s)
+            self.pids = ray.get([w.pid.remote() for w in self.workers], timeout=start_up)
+            self.nodes = ray.get([w.node.remote() for w in self.workers], timeout=start_up)
         except Exception as err:  # noqa: BLE001  (a worker that cannot build its env)
             self.close()
             raise ValueError(f"rollout.backend=ray: a worker could not start: {_one_line(err)}") from None
@@ -206,7 +209,7 @@ class RaySampler(GroupSampler):
         if self.failures > limit:
             raise RolloutError(f"rollout worker {k} failed at iteration {it} ({why}); that is {self.failures} worker "
                                f"failures in this run, more than rollout.max_restarts={limit}")  # fmt: skip
-        wait = max(self.cfg.rollout.worker_timeout_s, 60.0)  # a restart builds the env again
+        wait = max(self.cfg.rollout.worker_timeout_s, START_UP_S)  # a restart builds the env again
         deadline = time.perf_counter() + wait
         while True:  # until the restarted process answers (Ray rebuilds the actor, env included)
             try:
