@@ -489,25 +489,16 @@ class WorkerPool(gymnasium.vector.AsyncVectorEnv):
                 waiting[pipe] = i
             except (OSError, AttributeError):  # a closed pipe (AttributeError: None) or a dead worker
                 lost[i] = self._death(i)
-        deadline = None if timeout is None else time.monotonic() + timeout
         answers: dict[int, Any] = {}
         raised: list[int] = []
         try:
-            while waiting:
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    break
-                for pipe in multiprocessing.connection.wait(list(waiting), left):
-                    i = waiting.pop(pipe)
-                    try:
-                        value, ok = pipe.recv()
-                    except (EOFError, OSError):
-                        lost[i] = self._death(i)
-                        continue
-                    if ok:
-                        answers[i] = value
-                    else:
-                        raised.append(i)
+            for i, value, ok in self._receive(waiting, timeout):
+                if ok is None:
+                    lost[i] = self._death(i)
+                elif ok:
+                    answers[i] = value
+                else:
+                    raised.append(i)
         except BaseException:  # interrupted (Ctrl-C): the next exchange first reads the answers still due
             self._unread.update(waiting.values())
             raise
@@ -528,23 +519,32 @@ class WorkerPool(gymnasium.vector.AsyncVectorEnv):
             return
         waiting = {self.parent_pipes[i]: i for i in sorted(self._unread) if self.parent_pipes[i] is not None}
         self._unread.clear()
+        for i, _, ok in self._receive(waiting, timeout):
+            if ok is False:  # the worker sent back an exception, and its loop ended
+                self._worker_errors([i])
+            if not ok:
+                self.restart(i)
+        for i in waiting.values():
+            self.restart(i)
+
+    @staticmethod
+    def _receive(waiting: dict[Any, int], timeout: float | None):
+        """Yield `(world, value, ok)` as each pipe of `waiting` (pipe -> world) answers, until all
+        did or `timeout` passed; `ok` is None when the pipe broke (its worker died). The pipes that
+        did not answer stay in `waiting`."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while waiting:
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
-                break
+                return
             for pipe in multiprocessing.connection.wait(list(waiting), left):
                 i = waiting.pop(pipe)
                 try:
-                    _, ok = pipe.recv()
-                    if not ok:  # the worker sent back an exception, and its loop ended
-                        self._worker_errors([i])
+                    value, ok = pipe.recv()
                 except (EOFError, OSError):
-                    ok = False
-                if not ok:
-                    self.restart(i)
-        for i in waiting.values():
-            self.restart(i)
+                    yield i, None, None
+                    continue
+                yield i, value, ok
 
     def _death(self, i: int) -> Lost:
         process = self.processes[i]
