@@ -1,5 +1,6 @@
 """Everything around the training loop, as hooks: budgets, the evaluation schedule (with the best
-checkpoint and target stopping), periodic checkpoints, TensorBoard and the progress bar.
+checkpoint and target stopping), periodic checkpoints, the loggers (TensorBoard, Weights & Biases)
+and the progress bar.
 
 A hook subclasses `Hook` and overrides what it needs; `Trainer(..., hooks=[...])` appends it to
 the defaults (`default_hooks`), which run in list order:
@@ -173,6 +174,39 @@ def _close_quietly(writer) -> None:
         pass
 
 
+class WandB(Hook):
+    """Logs every scalar to Weights & Biases under the same names as TensorBoard (x-axis: env
+    steps), the resolved config as the run's config. The W&B run id comes from the run directory,
+    so a resumed run continues the same W&B run."""
+
+    def __init__(self, cfg: TrainConfig) -> None:
+        self.cfg, self.run = cfg.wandb, None
+
+    def on_start(self, trainer: Trainer) -> None:
+        if self.run is not None:
+            return
+        import hashlib
+
+        import wandb
+
+        run_dir = trainer.run_dir.resolve()
+        self.run = wandb.init(
+            project=self.cfg.project, entity=self.cfg.entity, mode=self.cfg.mode, dir=str(run_dir),
+            name=run_dir.name, id=hashlib.sha1(str(run_dir).encode()).hexdigest()[:16], resume="allow",
+            config=trainer.state()["config"], settings=wandb.Settings(console="off", silent=True),
+        )  # fmt: skip
+
+    def on_log(self, trainer: Trainer, scalars: dict[str, float], step: int) -> None:
+        if self.run is None:
+            self.on_start(trainer)
+        self.run.log(dict(scalars), step=step)
+
+    def close(self) -> None:
+        if self.run is not None:
+            self.run.finish()
+            self.run = None
+
+
 class ProgressBar(Hook):
     """A console progress bar with the last train and eval success."""
 
@@ -203,6 +237,7 @@ def default_hooks(cfg: TrainConfig) -> list[Hook]:
         Budget(cfg.time_limit_min, cfg.max_env_steps),
         Evaluation(cfg.eval_every, cfg.target_success, cfg.eval_at_start),
         Checkpoints(cfg.checkpoint_every),
-        TensorBoard(),
+        *([TensorBoard()] if "tensorboard" in cfg.loggers else []),
+        *([WandB(cfg)] if "wandb" in cfg.loggers else []),
         ProgressBar(cfg.progress),
     ]

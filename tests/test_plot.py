@@ -54,3 +54,22 @@ def test_one_run_directory_and_nothing_to_plot(runs, tmp_path):
 def test_iqm_is_the_mean_of_the_middle_half():
     assert iqm(np.array([0.0, 0.5, 0.6, 1.0])) == pytest.approx(0.55)
     assert iqm(np.array([0.2, 0.4])) == pytest.approx(0.3)
+
+
+def test_wandb_offline_logs_the_tensorboard_metric_names(tmp_path):
+    pytest.importorskip("wandb")  # the `wandb` extra, in the README's test install
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from grpo_robot.config import WandbConfig
+
+    cfg = replace(small_config(iterations=2, eval_every=1, eval_seeds=10), loggers=["tensorboard", "wandb"],
+                  wandb=WandbConfig(mode="offline"))  # fmt: skip
+    Trainer(cfg, tmp_path).run()
+    records = list((tmp_path / "wandb").glob("offline-run-*/run-*.wandb"))
+    assert len(records) == 1 and records[0].stat().st_size > 1000
+    events = EventAccumulator(str(tmp_path / "tb"))
+    events.Reload()
+    tags = events.Tags()["scalars"]
+    assert "charts/eval_success" in tags and len(tags) > 10
+    data = records[0].read_bytes()
+    assert all(tag.encode() in data for tag in tags)  # every TensorBoard metric, by the same name

@@ -228,6 +228,16 @@ class RayConfig:
 
 
 @dataclass
+class WandbConfig:
+    """Weights & Biases, when `loggers` lists wandb (the `wandb` extra)."""
+
+    project: str = "grpo-robot"
+    entity: str | None = None  # team or user; null = your default
+    # online: sync as the run goes (needs `wandb login`) | offline: write under <run dir>/wandb, for `wandb sync`
+    mode: str = choice("online", "offline")
+
+
+@dataclass
 class TrainConfig:
     env: EnvConfig = field(default_factory=EnvConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
@@ -251,6 +261,9 @@ class TrainConfig:
     bc: BCConfig = field(default_factory=BCConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     ray: RayConfig = field(default_factory=RayConfig)
+    # where metrics go, the same names in each: tensorboard (<run dir>/tb) and/or wandb; [] logs nothing
+    loggers: list[str] = field(default_factory=lambda: ["tensorboard"])
+    wandb: WandbConfig = field(default_factory=WandbConfig)
     progress: bool = True  # console progress bar
 
 

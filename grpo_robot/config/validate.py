@@ -324,12 +324,21 @@ def validate(cfg: TrainConfig) -> None:
     validate_demos(cfg.demos, env=cfg.env)
     validate_bc(cfg.bc)
     validate_device(cfg.device)
+    for name in cfg.loggers:
+        _check(name in LOGGERS, "loggers", list(cfg.loggers), f"must list some of {', '.join(LOGGERS)}")
+    _check(len(set(cfg.loggers)) == len(cfg.loggers), "loggers", list(cfg.loggers), "must not repeat a logger")
+    if "wandb" in cfg.loggers:
+        import importlib.util
+
+        _check(importlib.util.find_spec("wandb") is not None, "loggers", list(cfg.loggers),
+               "wandb needs the wandb package: pip install -e \".[wandb]\"")  # fmt: skip
     address = cfg.ray.address
     _check(address is None or address == "auto" or bool(_ADDRESS.match(address)), "ray.address", address,
            "must be null (start a local Ray), auto (the cluster started on this machine with `ray start --head`), "
            "ray://host:port or host:port")  # fmt: skip
 
 
+LOGGERS = ("tensorboard", "wandb")
 _ADDRESS = re.compile(r"^(ray://)?[A-Za-z0-9_.\-\[\]:]+:\d{1,5}$")
 _CALLABLE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
