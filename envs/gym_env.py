@@ -10,6 +10,7 @@ import gymnasium
 import numpy as np
 
 from grpo_robot.batched import BatchedEnv
+from grpo_robot.envs import scene
 
 MAX_SEED = 2**31 - 1
 
@@ -20,9 +21,23 @@ class TaskEnv(gymnasium.Env):
     `terminate_on_success=False`) and is truncated at the task's horizon or if the physics fails.
     """
 
-    metadata = {"render_modes": []}
+    metadata = {"render_modes": ["rgb_array"], "render_fps": round(1 / (scene.TIMESTEP * scene.N_SUBSTEPS))}
 
-    def __init__(self, task: str = "Reach", horizon: int | None = None, terminate_on_success: bool = True):
+    def __init__(
+        self,
+        task: str = "Reach",
+        horizon: int | None = None,
+        terminate_on_success: bool = True,
+        render_mode: str | None = None,
+        camera: str = "front",
+        width: int = 320,
+        height: int = 240,
+    ):
+        if render_mode not in (None, *self.metadata["render_modes"]):
+            raise ValueError(f"render_mode={render_mode!r} is not supported; use 'rgb_array' or None")
+        if camera not in scene.CAMERAS:
+            raise ValueError(f"camera={camera!r} is not in the scene; its cameras: {', '.join(scene.CAMERAS)}")
+        self.render_mode, self.camera, self.width, self.height = render_mode, camera, width, height
         self._batch = BatchedEnv(task, 1, nthread=1, horizon=horizon, terminate_on_success=terminate_on_success)
         self.task = self._batch.task
         self.horizon = self._batch.horizon
@@ -48,3 +63,14 @@ class TaskEnv(gymnasium.Env):
             bool(truncated[0]),
             {"is_success": bool(info["is_success"][0]), "failed": bool(info["failed"][0])},
         )
+
+    def render(self):
+        """`render_mode="rgb_array"`: the current frame, `uint8 [height, width, 3]`, from `camera`."""
+        if self.render_mode is None:
+            return None
+        if not self._batch._was_reset:
+            self._batch.reset([0])
+        return self._batch.render([0], self.camera, self.width, self.height)[0]
+
+    def close(self) -> None:
+        self._batch.close()

@@ -150,6 +150,11 @@ class RobosuiteEnv(gymnasium.Env):
             (e.g. Lift's cube size) stay fixed for the instance's life.
         control_freq: control steps per simulated second.
         horizon: control steps per episode; reaching it truncates the episode.
+        render_mode: ``"rgb_array"`` turns robosuite's offscreen renderer on; ``render()`` then
+            returns the frame of ``render_camera`` (e.g. ``"frontview"``, ``"agentview"``,
+            ``"birdview"``), ``render_width`` x ``render_height`` pixels. ``MUJOCO_GL`` must name a
+            working platform before robosuite is first imported (``grpo_robot.render.gl_backend``
+            chooses one).
         **robosuite_kwargs: passed to ``robosuite.make``. Rendering is off unless asked for here
             (``has_renderer``, ``has_offscreen_renderer``, ``use_camera_obs`` default to False)
             and ``reward_shaping`` defaults to False. ``seed`` seeds construction: the model is
@@ -175,7 +180,7 @@ class RobosuiteEnv(gymnasium.Env):
     The wrapped robosuite env is ``self.robosuite_env``.
     """
 
-    metadata = {"render_modes": []}
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 20}
 
     def __init__(
         self,
@@ -186,8 +191,17 @@ class RobosuiteEnv(gymnasium.Env):
         hard_reset: bool = False,
         control_freq: int = 20,
         horizon: int = DEFAULT_HORIZON,
+        render_mode: str | None = None,
+        render_camera: str = "frontview",
+        render_width: int = 320,
+        render_height: int = 240,
         **robosuite_kwargs: Any,
     ):
+        if render_mode not in (None, "rgb_array"):
+            raise ValueError(f"render_mode={render_mode!r} is not supported; use 'rgb_array' or None")
+        self.render_mode, self.render_camera = render_mode, render_camera
+        self.render_size = (int(render_width), int(render_height))
+        self.metadata = {**self.metadata, "render_fps": control_freq}
         if env_name not in robosuite.ALL_ENVIRONMENTS:
             raise _unknown("environment", env_name, robosuite.ALL_ENVIRONMENTS)
         robot_list = [robots] if isinstance(robots, str) else list(robots)
@@ -195,6 +209,8 @@ class RobosuiteEnv(gymnasium.Env):
             if robot not in robosuite.ALL_ROBOTS:
                 raise _unknown("robot", robot, robosuite.ALL_ROBOTS)
         kwargs = {**_NO_RENDERER, "reward_shaping": False, **robosuite_kwargs}
+        if render_mode == "rgb_array":
+            kwargs["has_offscreen_renderer"] = True
         if controller is not None:
             if "controller_configs" in kwargs:
                 raise ValueError("give either controller= or controller_configs=, not both")
@@ -235,6 +251,17 @@ class RobosuiteEnv(gymnasium.Env):
         self.observation_space = spaces.Dict(OrderedDict((k, self._box(sample[k])) for k in self.obs_keys))
         low, high = env.action_spec
         self.action_space = spaces.Box(np.float32(low), np.float32(high), dtype=np.float32)
+        if render_mode == "rgb_array" and render_camera not in env.sim.model.camera_names:
+            cameras = ", ".join(env.sim.model.camera_names)
+            raise ValueError(f"render_camera={render_camera!r} is not in {env_name}'s scene; its cameras: {cameras}")
+
+    def render(self):
+        """`render_mode="rgb_array"`: the current frame of `render_camera`, `uint8 [H, W, 3]`."""
+        if self.render_mode is None:
+            return None
+        width, height = self.render_size
+        frame = self.robosuite_env.sim.render(camera_name=self.render_camera, width=width, height=height)
+        return np.ascontiguousarray(frame[::-1])  # OpenGL's rows run bottom-up
 
     @staticmethod
     def _box(value: Any) -> spaces.Box:

@@ -50,6 +50,7 @@ def _hand_xml() -> str:
       <joint name="hand_y" type="slide" axis="0 1 0" damping="5"/>
       <joint name="hand_z" type="slide" axis="0 0 1" damping="5"/>
       <site name="grip" size=".006" rgba="1 .5 0 .6"/>
+      <camera name="wrist" pos=".16 0 .2" xyaxes="0 1 0 -.75 0 .66" fovy="50"/>
       <geom name="palm" type="box" size=".015 .06 .01" pos="0 0 .055" mass=".3"
             rgba=".35 .35 .4 1"/>
       <body name="finger_left" gravcomp="1">
@@ -112,8 +113,31 @@ HAND_SENSORS = """
 """
 
 
+# Named cameras (`render(camera=...)`): front shows gripper, cube and goal across the whole
+# workspace; top looks straight down; wrist moves with the hand. Cameras, lights and materials
+# are visual only: the physics is the same with or without them, bit for bit.
+CAMERAS = ("front", "top", "wrist")
+OFFSCREEN = (640, 480)  # pixels: the largest frame a camera renders
+CAMERA_XML = """
+    <camera name="front" pos=".42 0 .3" xyaxes="0 1 0 -.55 0 .83" fovy="50"/>
+    <camera name="top" pos="0 0 .75" xyaxes="0 1 0 -1 0 0" fovy="40"/>
+"""
+VISUAL_XML = f"""
+  <visual>
+    <global offwidth="{OFFSCREEN[0]}" offheight="{OFFSCREEN[1]}"/>
+    <headlight ambient=".15 .15 .15" diffuse=".35 .35 .35" specular=".05 .05 .05"/>
+    <quality shadowsize="2048"/>
+  </visual>
+  <asset>
+    <texture name="sky" type="skybox" builtin="gradient" rgb1=".55 .65 .75" rgb2=".15 .17 .2" width="64" height="64"/>
+    <texture name="grid" type="2d" builtin="checker" rgb1=".62 .58 .52" rgb2=".54 .5 .45" width="64" height="64"/>
+    <material name="table" texture="grid" texrepeat="8 8" reflectance=".05"/>
+  </asset>
+"""
+
+
 def build_xml(name: str, bodies: str, sensors: str) -> str:
-    """The full MJCF of a task: options, table, hand, the task's bodies and sensors."""
+    """The full MJCF of a task: options, visuals and cameras, table, hand, the task's bodies and sensors."""
     hand, actuators = _hand_xml()
     return f"""
 <mujoco model="{name}">
@@ -121,10 +145,12 @@ def build_xml(name: str, bodies: str, sensors: str) -> str:
     <!-- an unstable world must stay visibly broken, not be silently reset -->
     <flag autoreset="disable"/>
   </option>
-  <visual><global offwidth="640" offheight="480"/></visual>
+  {VISUAL_XML}
   <worldbody>
-    <light pos="0 0 1.5" dir="0 0 -1" directional="true"/>
-    <geom name="table" type="box" size=".4 .4 .02" pos="0 0 -.02" rgba=".75 .7 .6 1"/>
+    <light pos="0 0 1.5" dir="0 0 -1" directional="true" diffuse=".55 .55 .55"/>
+    <light pos=".6 .4 1" dir="-.5 -.3 -1" diffuse=".2 .2 .2" castshadow="false"/>
+    {CAMERA_XML}
+    <geom name="table" type="box" size=".4 .4 .02" pos="0 0 -.02" material="table"/>
     {hand}
     {bodies}
   </worldbody>

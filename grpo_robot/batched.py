@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import mujoco
 import numpy as np
@@ -23,7 +24,7 @@ from mujoco import rollout
 
 from grpo_robot.envs import make_task
 from grpo_robot.envs.scene import ACTION_MATRIX, ACTION_OFFSET
-from grpo_robot.envs.task import Task
+from grpo_robot.envs.task import FULLPHYSICS, Task
 from grpo_robot.seeding import check_seeds
 
 CONTROL_SPEC = mujoco.mjtState.mjSTATE_CTRL.value | mujoco.mjtState.mjSTATE_MOCAP_POS.value
@@ -109,6 +110,8 @@ class BatchedEnv:
         self.failed = np.zeros(B, dtype=bool)  # physics went non-finite or unstable
         self.physics_seconds = 0.0  # wall time spent in mujoco.rollout calls since construction
         self._was_reset = False
+        self._renderers: dict[tuple[int, int], Any] = {}  # (width, height) -> grpo_robot.render.Renderer
+        self._render_data: mujoco.MjData | None = None
 
     # -- API --------------------------------------------------------------------------------------
     @property
@@ -116,7 +119,40 @@ class BatchedEnv:
         return self.task.name
 
     def close(self) -> None:
-        """Nothing to release (the interface of `GymGroupEnv`)."""
+        """Release the renderers (the interface of `GymGroupEnv`)."""
+        for renderer in self._renderers.values():
+            renderer.close()
+        self._renderers.clear()
+
+    def render(self, worlds: Sequence[int] | None = None, camera: str = "front", width: int = 320,
+               height: int = 240) -> np.ndarray:  # fmt: skip
+        """Frames of `worlds` (default: all) as they are now, `uint8 [n, height, width, 3]`, from
+        the camera named `camera` (`envs.scene.CAMERAS`).
+
+        Each world is rebuilt from its stored state in a private `MjData`, so rendering reads the
+        simulation and never changes it: trajectories are the same with or without frames."""
+        from grpo_robot.render import Renderer
+
+        worlds = np.arange(self.num_worlds) if worlds is None else np.asarray(worlds, dtype=np.int64)
+        m = self.model
+        renderer = self._renderers.get((width, height))
+        if renderer is None:
+            renderer = self._renderers[width, height] = Renderer(m, width, height)
+        if self._render_data is None:
+            self._render_data = mujoco.MjData(m)
+        d = self._render_data
+        frames = np.empty((len(worlds), height, width, 3), np.uint8)
+        for k, w in enumerate(worlds):
+            mujoco.mj_setState(m, d, self.state[w], FULLPHYSICS)
+            d.mocap_pos[:] = self.mocap_pos[w].reshape(-1, 3)
+            mujoco.mj_forward(m, d)
+            frames[k] = renderer.render(d, camera)
+        return frames
+
+    @property
+    def render_fps(self) -> float:
+        """Control steps per simulated second: frames per second of a real-time video."""
+        return 1.0 / (self._dt * self._nsub)
 
     @property
     def done(self) -> np.ndarray:
