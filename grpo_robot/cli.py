@@ -140,6 +140,43 @@ def _evaluate(cfg: DictConfig) -> None:
         _fail(str(err), code=1)
     print(f"{env.name}, {mode}, {path}: {result.summary()}")
     print(f"per-seed outcomes: {output}")
+    if cfg.video:
+        folder = Path(cfg.video_dir) if cfg.video_dir else path.with_name(f"{path.stem}_videos")
+        _film(cfg, train_cfg, policy, result, device, folder)
+
+
+def _film(cfg: DictConfig, train_cfg, policy, result, device, folder: Path) -> None:
+    """`video=N`: N of the evaluated seeds (successes and failures) played again and filmed."""
+    from grpo_robot import video
+    from grpo_robot.checkpoint import WriteError
+    from grpo_robot.seeding import STREAM_EVAL, iteration_generator
+
+    seeds = video.pick_seeds(result, cfg.video, cfg.video_outcomes)
+    if not len(seeds):
+        print(f"videos: no {cfg.video_outcomes} among the {len(result.seeds)} evaluated episodes to film")
+        return
+    worlds = len(seeds) if train_cfg.env.task else min(len(seeds), VIDEO_GYM_WORLDS)
+    try:
+        env = video.make_video_env(train_cfg, worlds)
+    except (ValueError, RuntimeError) as err:
+        _fail(str(err), code=1)
+    render = cfg.render
+    try:
+        episodes = video.record(env, policy, seeds, device, render.camera, render.width, render.height,
+                                cfg.deterministic, iteration_generator(cfg.seed, 0, device, STREAM_EVAL),
+                                train_cfg.env.outcome == "final_step")  # fmt: skip
+        paths = video.write(episodes, folder, video.env_fps(env), gif=render.gif)
+    except OSError as err:  # WriteError names the file; a folder that cannot be made is named here
+        _fail(str(err if isinstance(err, WriteError) else WriteError(folder, err)), code=1)
+    finally:
+        env.close()
+    wins = sum(e.success for e in episodes)
+    print(f"videos of {len(episodes)} episodes ({wins} successes, {len(episodes) - wins} failures):")
+    for p in paths:
+        print(f"  {p}")
+
+
+VIDEO_GYM_WORLDS = 4  # Gymnasium envs built at once to film (each world is its own env)
 
 
 def _collect_demos(cfg: DictConfig) -> None:

@@ -58,7 +58,7 @@ from gymnasium.vector.utils import CloudpickleWrapper, clear_mpi_env_vars
 
 from grpo_robot import env_state, lifecycle
 from grpo_robot.batched import check_actions
-from grpo_robot.config import EnvConfig, env_name
+from grpo_robot.config import EnvConfig, env_name, env_source
 from grpo_robot.seeding import check_seeds
 
 log = logging.getLogger(__name__)
@@ -141,9 +141,21 @@ def make_inner(cfg: EnvConfig) -> gymnasium.Env:
             raise ValueError(f"env.id={cfg.id!r} is not a registered Gymnasium env ({hint}){where}")
         if cfg.horizon is not None:  # the env's own TimeLimit must not cut episodes shorter
             kwargs["max_episode_steps"] = cfg.horizon
-        return gymnasium.make(cfg.id, **kwargs)
+        try:
+            return gymnasium.make(cfg.id, **kwargs)
+        except TypeError as err:
+            if "render_mode" in kwargs and "render_mode" in str(err):
+                raise ValueError(f"{env_source(cfg)} cannot render frames: it takes no render_mode argument, and "
+                                 "video needs render_mode='rgb_array'") from None  # fmt: skip
+            raise
     factory = load_callable(cfg.entry_point, "env.entry_point")  # type: ignore[arg-type]
-    env = factory(**kwargs)
+    try:
+        env = factory(**kwargs)
+    except TypeError as err:
+        if "render_mode" in kwargs and "render_mode" in str(err):
+            raise ValueError(f"{env_source(cfg)} cannot render frames: it takes no render_mode argument, and "
+                             "video needs render_mode='rgb_array'") from None  # fmt: skip
+        raise
     if not isinstance(env, gymnasium.Env):
         raise ValueError(f"env.entry_point={cfg.entry_point!r} made a {type(env).__name__}, not a gymnasium.Env")
     return env
@@ -199,6 +211,12 @@ class OutcomeEnv(gymnasium.Env):
 
     def __init__(self, cfg: EnvConfig, horizon: int, inner: gymnasium.Env | None = None) -> None:
         self.inner = inner if inner is not None else make_inner(cfg)
+        modes = list((getattr(self.inner, "metadata", None) or {}).get("render_modes", []))
+        if cfg.kwargs.get("render_mode") == "rgb_array" and (
+            "rgb_array" not in modes or getattr(self.inner, "render_mode", None) != "rgb_array"
+        ):
+            raise ValueError(f"{env_source(cfg)} cannot render frames: its render modes are {modes}, "
+                             "and video needs 'rgb_array'")  # fmt: skip
         self.keys = check_spaces(cfg, self.inner)
         self.horizon = horizon
         self.terminate_on_success = cfg.outcome == "any_step"
@@ -354,6 +372,19 @@ class OutcomeEnv(gymnasium.Env):
         parts = [obs[k] for k in sorted(obs)] if isinstance(obs, dict) else [obs]
         return np.concatenate([np.asarray(p, dtype=np.float64).reshape(-1) for p in parts] + [[self._success]])
 
+    def frame(self) -> np.ndarray | str:
+        """The inner env's `render()` (render_mode="rgb_array") as `uint8 [H, W, 3]`, or what went
+        wrong, as a value (so that an async worker survives it)."""
+        try:
+            frame = np.asarray(self.inner.render())
+        except Exception as err:
+            return _one_line(f"render() raised {type(err).__name__}: {err}")
+        if frame.ndim != 3 or frame.shape[-1] not in (3, 4):
+            return f"render() returned an array of shape {frame.shape}, not an RGB frame [H, W, 3]"
+        if frame.dtype != np.uint8:
+            frame = np.clip(frame * 255 if np.issubdtype(frame.dtype, np.floating) else frame, 0, 255)
+        return frame[..., :3].astype(np.uint8)
+
     def close(self) -> None:
         self.inner.close()
 
@@ -469,8 +500,9 @@ class WorkerPool(gymnasium.vector.AsyncVectorEnv):
     ready for the next reset. Workers ignore SIGINT and SIGTERM; `close` ends them, killing those
     that do not end by themselves, and leaves no process behind."""
 
-    def __init__(self, env_fns: Sequence[Callable[[], gymnasium.Env]]) -> None:
-        super().__init__(env_fns, shared_memory=False, autoreset_mode="Disabled", worker=_worker, daemon=True)
+    def __init__(self, env_fns: Sequence[Callable[[], gymnasium.Env]], context: str | None = None) -> None:
+        super().__init__(env_fns, shared_memory=False, autoreset_mode="Disabled", worker=_worker, daemon=True,
+                         context=context)  # fmt: skip
         self._unread: set[int] = set()  # worlds whose answer to an interrupted exchange is still to come
         _POOLS.add(self)
 
@@ -693,6 +725,7 @@ class GymGroupEnv:
             first = OutcomeEnv(cfg, self.horizon, inner)
             # the observation layout and the action bounds: what a dataset must match, and how its actions map
             self.obs_keys, self.action_low, self.action_high = first.keys, first._low.copy(), first._high.copy()
+            self.render_fps = (getattr(inner, "metadata", None) or {}).get("render_fps")  # of a real-time video
             if cfg.vector == "sync":  # the probed env becomes world 0
                 fns = [lambda: first] + [functools.partial(_make_world, cfg, self.horizon)] * (B - 1)
                 self.vec = gymnasium.vector.SyncVectorEnv(fns, autoreset_mode="Disabled")
@@ -701,7 +734,10 @@ class GymGroupEnv:
             else:
                 first.close()
                 self._watch.close()  # the probe's: no thread of it in the processes forked now
-                self.vec = WorkerPool([functools.partial(_make_world, cfg, self.horizon)] * B)
+                # OpenGL does not survive a fork once this process has opened it: worlds that render
+                # start in fresh interpreters
+                context = "spawn" if cfg.kwargs.get("render_mode") else None
+                self.vec = WorkerPool([functools.partial(_make_world, cfg, self.horizon)] * B, context)
             self._setup(cfg)
         except BaseException:
             self.close()
@@ -1020,6 +1056,16 @@ class GymGroupEnv:
         info = {"is_success": self.success.copy(), "failed": self.failed.copy(), "n_failed": int(self.failed.sum()),
                 "active": active}  # fmt: skip
         return self.obs(), (reward * active).astype(np.float32), self.terminated.copy(), self.truncated.copy(), info
+
+    def render(self, worlds: Sequence[int] | None = None, **_: Any) -> np.ndarray:
+        """Frames of `worlds` (default: all), `uint8 [n, H, W, 3]`, each the world's own `render()`
+        (the env must be made with `render_mode="rgb_array"`; camera and size are its own)."""
+        worlds = range(self.num_worlds) if worlds is None else [int(w) for w in worlds]
+        frames = self._each("frame", {i: () for i in worlds})
+        for i in worlds:
+            if isinstance(frames[i], Lost | str):
+                raise EnvFailure(f"{self.name}: world {i} (seed {self.seeds[i]}) could not render: {frames[i]}")
+        return np.stack([frames[i] for i in worlds])
 
     def worker_pids(self) -> list[int | None]:
         """The async backend's worker processes, by world (empty for sync)."""

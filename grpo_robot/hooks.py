@@ -10,6 +10,7 @@ the defaults (`default_hooks`), which run in list order:
                                    so that every hook's after_iteration knows it is the last
     after_iteration(trainer, rec)  after each iteration
     on_log(trainer, scalars, step) every batch of scalars, x-axis = env steps
+    on_video(trainer, clip, step)  every filmed evaluation (`video_every`): a `video.Clip`
     on_end(trainer, summary)       once, with the run's summary (before summary.json is written)
     close()                        always, last, also when training raised
 """
@@ -25,6 +26,7 @@ from grpo_robot.evaluation import EvalResult
 
 if TYPE_CHECKING:
     from grpo_robot.trainer import Trainer
+    from grpo_robot.video import Clip
 
 
 @dataclass
@@ -49,6 +51,9 @@ class Hook:
         pass
 
     def on_log(self, trainer: Trainer, scalars: dict[str, float], step: int) -> None:
+        pass
+
+    def on_video(self, trainer: Trainer, clip: Clip, step: int) -> None:
         pass
 
     def on_end(self, trainer: Trainer, summary: dict[str, Any]) -> None:
@@ -160,6 +165,25 @@ class TensorBoard(Hook):
             _close_quietly(writer)
             raise WriteError(self.folder, err) from None
 
+    def on_video(self, trainer: Trainer, clip: Clip, step: int) -> None:
+        """The clip as an animated GIF in the Images tab (TensorBoard's own video summary needs
+        moviepy; a GIF image summary is what it writes too)."""
+        from tensorboard.compat.proto.summary_pb2 import Summary
+
+        if self.writer is None:
+            self.on_start(trainer)
+        from grpo_robot.video import gif_bytes
+
+        frames, fps = clip.small()
+        image = Summary.Image(height=frames.shape[1], width=frames.shape[2], colorspace=3,
+                              encoded_image_string=gif_bytes(frames, fps))  # fmt: skip
+        try:
+            self.writer._get_file_writer().add_summary(Summary(value=[Summary.Value(tag=clip.tag, image=image)]), step)
+        except OSError as err:
+            writer, self.writer = self.writer, None
+            _close_quietly(writer)
+            raise WriteError(self.folder, err) from None
+
     def close(self) -> None:
         if self.writer is not None:
             _close_quietly(self.writer)
@@ -201,10 +225,67 @@ class WandB(Hook):
             self.on_start(trainer)
         self.run.log(dict(scalars), step=step)
 
+    def on_video(self, trainer: Trainer, clip: Clip, step: int) -> None:
+        """Each filmed episode's MP4 under the clip's tag (a W&B video panel)."""
+        import wandb
+
+        if self.run is None:
+            self.on_start(trainer)
+        videos = [wandb.Video(str(p), caption=p.stem, format="mp4") for p in clip.files if p.suffix == ".mp4"]
+        self.run.log({clip.tag: videos}, step=step)
+
     def close(self) -> None:
         if self.run is not None:
             self.run.finish()
             self.run = None
+
+
+class Videos(Hook):
+    """Every `every`-th evaluation (counted as iteration // eval_every, so resuming keeps the
+    schedule), the run's last one, and the initial one of a pretrained policy, films `episodes`
+    of the evaluated seeds, successes and failures alike (grpo_robot/video.py), with the policy
+    just evaluated: MP4s in `<run dir>/videos/iter_<k>/` and one tiled clip to the loggers
+    (`on_video`, tag `videos/eval`). The filming env is its own, so training is unchanged; its
+    time counts as evaluation time (left out of time-to-target)."""
+
+    def __init__(self, cfg: TrainConfig) -> None:
+        self.every, self.episodes, self.render, self.eval_every = (cfg.video_every, cfg.video_episodes,
+                                                                   cfg.render, cfg.eval_every)  # fmt: skip
+        self.env = None
+
+    def on_start(self, trainer: Trainer) -> None:
+        if trainer.iteration == 0 and trainer.last_eval is not None:  # the starting policy was evaluated
+            self.film(trainer, trainer.last_eval)
+
+    def after_iteration(self, trainer: Trainer, record: IterationRecord) -> None:
+        if record.evaluation is not None and ((record.iteration // self.eval_every) % self.every == 0 or record.final):
+            self.film(trainer, record.evaluation)
+
+    def film(self, trainer: Trainer, result: EvalResult) -> None:
+        import time
+
+        from grpo_robot import video
+        from grpo_robot.seeding import STREAM_EVAL, iteration_generator
+
+        start, cfg, render = time.perf_counter(), trainer.cfg, self.render
+        seeds = video.pick_seeds(result, self.episodes)
+        if self.env is None:
+            self.env = video.make_video_env(cfg, len(seeds) if cfg.env.task else min(len(seeds), 4))
+        generator = iteration_generator(cfg.seed, trainer.iteration, trainer.device, STREAM_EVAL)
+        episodes = video.record(self.env, trainer.policy, seeds, trainer.device, render.camera, render.width,
+                                render.height, cfg.eval_deterministic, generator,
+                                cfg.env.outcome == "final_step")  # fmt: skip
+        fps = video.env_fps(self.env)
+        folder = trainer.run_dir / "videos" / f"iter_{trainer.iteration:06d}"
+        files = video.write(episodes, folder, fps, gif=render.gif)
+        trainer.log_video(video.Clip("videos/eval", video.tile([e.labelled() for e in episodes]), fps, files),
+                          trainer.env_steps)  # fmt: skip
+        trainer.eval_seconds += time.perf_counter() - start
+
+    def close(self) -> None:
+        if self.env is not None:
+            self.env.close()
+            self.env = None
 
 
 class ProgressBar(Hook):
@@ -239,5 +320,6 @@ def default_hooks(cfg: TrainConfig) -> list[Hook]:
         Checkpoints(cfg.checkpoint_every),
         *([TensorBoard()] if "tensorboard" in cfg.loggers else []),
         *([WandB(cfg)] if "wandb" in cfg.loggers else []),
+        *([Videos(cfg)] if cfg.video_every else []),
         ProgressBar(cfg.progress),
     ]

@@ -18,7 +18,8 @@ from grpo_robot.config import TrainConfig, config_dict, migrate, to_train_config
 SAFE_KEYS = (
     "iterations", "max_env_steps", "time_limit_min", "eval_every", "eval_seeds", "eval_deterministic",
     "eval_at_start", "target_success", "checkpoint_every", "progress", "device", "resume", "env.nthread",
-    "env.step_timeout_s", "env.vector", "rollout", "ray", "loggers", "wandb",
+    "env.step_timeout_s", "env.vector", "rollout", "ray", "loggers", "wandb", "video_every", "video_episodes",
+    "render",
 )  # fmt: skip
 
 

@@ -2,7 +2,7 @@
 
     seeds -> GroupSampler (rollout.py) -> advantages (GroupAdvantages or a Critic) -> Learner
     (update.py, the registered policy loss of algo.py) -> hooks (hooks.py: budgets, evaluation,
-    checkpoints, TensorBoard, progress)
+    checkpoints, TensorBoard, videos, progress)
 
 `train_iteration()` is one pass down that corridor; `run()` is the loop around it and the
 hooks. Scripts and tests call the same two.
@@ -21,6 +21,7 @@ Metric names (TensorBoard, x-axis = env steps):
   losses/  policy_loss, clip_fraction, approx_kl, kl_ref, entropy, grad_norm, skipped_fraction
            (optimizer steps skipped for a non-finite loss or gradient); with a critic value_loss
   time/    rollout_s, update_s
+  videos/  eval (with `video_every`: the filmed episodes of an evaluation, tiled; an animated image)
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import time
 from collections.abc import Sequence
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from omegaconf import OmegaConf
@@ -48,6 +49,9 @@ from grpo_robot.rollout import GroupSampler, RolloutError
 from grpo_robot.seeding import STREAM_EVAL, eval_seeds, iteration_generator
 from grpo_robot.signals import Interrupted, SignalGuard
 from grpo_robot.update import AdvantageSource, GroupAdvantages, Learner, TrainingDiverged
+
+if TYPE_CHECKING:
+    from grpo_robot.video import Clip
 
 # what ends a run early with an error, its last completed iteration saved: a broken env, an update
 # that keeps going non-finite, a file that cannot be written
@@ -146,6 +150,10 @@ class Trainer:
     def log(self, scalars: dict[str, float], step: int) -> None:
         for hook in self.hooks:
             hook.on_log(self, scalars, step)
+
+    def log_video(self, clip: Clip, step: int) -> None:
+        for hook in self.hooks:
+            hook.on_video(self, clip, step)
 
     def train_iteration(self) -> IterationRecord:
         """One iteration: draw the groups, score them, update the policy. -> its metrics."""

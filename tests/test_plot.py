@@ -56,17 +56,20 @@ def test_iqm_is_the_mean_of_the_middle_half():
     assert iqm(np.array([0.2, 0.4])) == pytest.approx(0.3)
 
 
-def test_wandb_offline_logs_the_tensorboard_metric_names(tmp_path):
+def test_wandb_offline_logs_the_tensorboard_metric_names_and_videos(tmp_path):
     pytest.importorskip("wandb")  # the `wandb` extra, in the README's test install
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from grpo_robot.config import WandbConfig
+    from grpo_robot.config import RenderConfig, WandbConfig
 
     cfg = replace(small_config(iterations=2, eval_every=1, eval_seeds=10), loggers=["tensorboard", "wandb"],
-                  wandb=WandbConfig(mode="offline"))  # fmt: skip
+                  wandb=WandbConfig(mode="offline"), video_every=2, video_episodes=2,
+                  render=RenderConfig(width=64, height=48))  # fmt: skip
     Trainer(cfg, tmp_path).run()
     records = list((tmp_path / "wandb").glob("offline-run-*/run-*.wandb"))
     assert len(records) == 1 and records[0].stat().st_size > 1000
+    videos = sorted(records[0].parent.glob("files/media/videos/**/*.mp4"))
+    assert len(videos) == 2 and all(v.stat().st_size > 1000 for v in videos)  # the filmed episodes
     events = EventAccumulator(str(tmp_path / "tb"))
     events.Reload()
     tags = events.Tags()["scalars"]

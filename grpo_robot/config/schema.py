@@ -238,6 +238,18 @@ class WandbConfig:
 
 
 @dataclass
+class RenderConfig:
+    """How episodes are filmed (`video=N` in evaluation, `video_every` in training; grpo_robot/video.py)."""
+
+    # a camera of the built-in tasks' scene: front (gripper, cube and goal) | top | wrist (moves with
+    # the hand). Other envs film as their own render() does (e.g. env.kwargs.render_camera for robosuite)
+    camera: str = choice("front", "top", "wrist")
+    width: int = 320  # pixels, even (built-in tasks: at most 640)
+    height: int = 240  # pixels, even (built-in tasks: at most 480)
+    gif: bool = False  # also write each episode as a looping GIF
+
+
+@dataclass
 class TrainConfig:
     env: EnvConfig = field(default_factory=EnvConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
@@ -264,6 +276,11 @@ class TrainConfig:
     # where metrics go, the same names in each: tensorboard (<run dir>/tb) and/or wandb; [] logs nothing
     loggers: list[str] = field(default_factory=lambda: ["tensorboard"])
     wandb: WandbConfig = field(default_factory=WandbConfig)
+    # every K-th evaluation also films `video_episodes` held-out episodes (successes and failures) to
+    # <run dir>/videos and the loggers (TensorBoard: an animated image); 0 = never
+    video_every: int = 0
+    video_episodes: int = 4
+    render: RenderConfig = field(default_factory=RenderConfig)
     progress: bool = True  # console progress bar
 
 
@@ -275,6 +292,11 @@ class EvalConfig:
     seed: int = 0  # sampling seed when deterministic=false
     device: str = "auto"
     output: str | None = None  # per-seed JSON; null = next to the checkpoint
+    # episodes to film as MP4 (half successes, half failures when both occur); 0 = none
+    video: int = 0
+    video_outcomes: str = choice("both", "successes", "failures")  # which evaluated episodes to film
+    video_dir: str | None = None  # where the videos go; null = <checkpoint stem>_videos next to the checkpoint
+    render: RenderConfig = field(default_factory=RenderConfig)
 
 
 @dataclass

@@ -37,6 +37,7 @@ from grpo_robot.config.schema import (
     KLConfig,
     PolicyConfig,
     PretrainConfig,
+    RenderConfig,
     RolloutConfig,
     TrainConfig,
     env_source,
@@ -55,6 +56,8 @@ def _check(ok: bool, key: str, value: Any, allowed: str) -> None:
 
 # -- bounds ------------------------------------------------------------------------------------
 
+MAX_VIDEO_EPISODES = 64
+MAX_FRAME = (1920, 1080)  # pixels; the built-in tasks' offscreen buffer is smaller (envs/scene.py)
 MAX_SEED = 2**63  # torch.manual_seed and numpy's SeedSequence take any seed below
 MAX_EVAL_SEEDS = EVAL_SEED_END - EVAL_SEED_START  # the held-out seed range (grpo_robot/seeding.py)
 MINUTES_PER_YEAR = 365 * 24 * 60
@@ -179,6 +182,11 @@ RANGES: dict[tuple[type, str], Range] = {
     (TrainConfig, "eval_seeds"): Range(1, MAX_EVAL_SEEDS, guard=True, why="the held-out seed range"),
     (TrainConfig, "target_success"): Range(0, 1, low_open=True, null="off"),
     (TrainConfig, "checkpoint_every"): Range(1),
+    (TrainConfig, "video_every"): Range(0, why="evaluations between videos; 0 = none"),
+    (TrainConfig, "video_episodes"): Range(1, MAX_VIDEO_EPISODES, guard=True, why="each is rendered frame by frame"),
+    (EvalConfig, "video"): Range(0, MAX_VIDEO_EPISODES, guard=True, why="each is rendered frame by frame"),
+    (RenderConfig, "width"): Range(16, MAX_FRAME[0], guard=True, why="pixels"),
+    (RenderConfig, "height"): Range(16, MAX_FRAME[1], guard=True, why="pixels"),
     (EvalConfig, "n_seeds"): Range(1, MAX_EVAL_SEEDS, guard=True, why="the held-out seed range"),
     (EvalConfig, "seed"): Range(0, MAX_SEED, high_open=True, guard=True),
     (CollectDemosConfig, "nthread"): Range(1, null="all cores"),  # and at most the cores (validate_collect)
@@ -332,6 +340,8 @@ def validate(cfg: TrainConfig) -> None:
 
         _check(importlib.util.find_spec("wandb") is not None, "loggers", list(cfg.loggers),
                "wandb needs the wandb package: pip install -e \".[wandb]\"")  # fmt: skip
+    if cfg.video_every:
+        validate_video(cfg.render, "video_every", cfg.video_every, cfg.env)
     address = cfg.ray.address
     _check(address is None or address == "auto" or bool(_ADDRESS.match(address)), "ray.address", address,
            "must be null (start a local Ray), auto (the cluster started on this machine with `ray start --head`), "
@@ -421,8 +431,33 @@ def validate_eval(cfg: EvalConfig, train_cfg: TrainConfig | None = None) -> None
     cfg = _typed(cfg, EvalConfig)
     check_values(cfg)
     validate_device(cfg.device)
+    _check(cfg.video <= cfg.n_seeds, "video", cfg.video,
+           f"must be at most n_seeds={cfg.n_seeds}: it films evaluated seeds")  # fmt: skip
     if train_cfg is not None:
         check_memory(train_cfg, eval_seeds=cfg.n_seeds, eval_key="n_seeds", train=False)
+    if cfg.video:
+        validate_video(cfg.render, "video", cfg.video, None if train_cfg is None else train_cfg.env)
+
+
+def validate_video(render: RenderConfig, key: str, value: int, env: EnvConfig | None) -> None:
+    """Filming is asked for (`key=value`): even frame sizes that fit the scene's offscreen buffer,
+    imageio installed, and an OpenGL platform that renders here (probed once, in a child process)."""
+    from grpo_robot.render import RenderError, gl_backend
+    from grpo_robot.video import check_imageio
+
+    for name in ("width", "height"):
+        size = getattr(render, name)
+        _check(size % 2 == 0, f"render.{name}", size, "must be even (H.264 video stores colour at half resolution)")
+    if env is not None and env.task:
+        from grpo_robot.envs.scene import OFFSCREEN
+
+        for name, size, limit in zip(("width", "height"), (render.width, render.height), OFFSCREEN, strict=True):
+            _check(size <= limit, f"render.{name}", size, f"must be at most {limit} for the built-in tasks' scene")
+    try:
+        check_imageio()
+        gl_backend()
+    except (ValueError, RenderError) as err:
+        raise ConfigError(f"{key}={value!r} cannot be done: {err}") from None
 
 
 def validate_collect(cfg: CollectDemosConfig) -> EnvConfig:

@@ -1,0 +1,57 @@
+"""The README's GIFs: one held-out successful episode of each trained run, as `<out>/<env>.gif`.
+
+    python scripts/make_gifs.py RUN_DIR [RUN_DIR ...] [--out docs/media] [--size 240x180]
+
+Each run's best checkpoint is evaluated on `--seeds` held-out seeds (deterministic actions); the
+first success is played again, filmed from the front camera and written as a looping GIF with
+its env, seed, step and outcome on the frames. Needs the `video` extra and headless OpenGL.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import grpo_robot  # noqa: F401  (before torch: sets the OpenMP wait policy)
+from grpo_robot import checkpoint, video
+from grpo_robot.checkpoint import write_bytes_atomic
+from grpo_robot.config import to_train_config
+from grpo_robot.environment import make_eval_env
+from grpo_robot.evaluation import evaluate
+from grpo_robot.seeding import eval_seeds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="+", type=Path, help="run directories (or checkpoint files)")
+    parser.add_argument("--out", type=Path, default=Path("docs/media"))
+    parser.add_argument("--size", default="240x180", help="WIDTHxHEIGHT in pixels, even")
+    parser.add_argument("--camera", default="front")
+    parser.add_argument("--seeds", type=int, default=20, help="held-out seeds to find a success among")
+    args = parser.parse_args()
+    width, height = (int(v) for v in args.size.split("x"))
+    device = "cpu"
+    for run in args.runs:
+        path = checkpoint.resolve(run / "checkpoints" / "best.pt" if (run / "checkpoints" / "best.pt").exists()
+                                  else run)  # fmt: skip
+        ckpt = checkpoint.load(path, purpose="evaluate")
+        cfg = to_train_config(ckpt["config"])
+        policy = checkpoint.policy_from_record(ckpt["policy"], device)
+        env = make_eval_env(cfg, args.seeds)
+        result = evaluate(env, policy, eval_seeds(args.seeds), device)
+        env.close()
+        seeds = video.pick_seeds(result, 1, "successes")
+        if not len(seeds):
+            print(f"{path}: no success among {args.seeds} held-out seeds; no GIF")
+            continue
+        film = video.make_video_env(cfg, 1)
+        (episode,) = video.record(film, policy, seeds, device, args.camera, width, height)
+        fps = video.env_fps(film)
+        film.close()
+        out = args.out / f"{episode.env.replace('/', '_')}.gif"
+        write_bytes_atomic(out, video.gif_bytes(episode.labelled(), fps))
+        print(f"{out}: seed {episode.seed}, {episode.caption()}, {out.stat().st_size / 1e3:.0f} kB ({path})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,284 @@
+"""Rendering and videos: frames of every kind of env, videos from evaluation and training, and
+the one-line error when no OpenGL platform works. Needs headless OpenGL (README: Install)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import replace
+
+import gymnasium
+import imageio.v3 as iio
+import numpy as np
+import pytest
+import torch
+from cli_harness import run_main
+from gymnasium.utils.env_checker import check_env
+from test_train import params, small_config
+from toy_envs import PointReach
+
+from grpo_robot import render, video
+from grpo_robot.batched import BatchedEnv
+from grpo_robot.config import EnvConfig, RenderConfig
+from grpo_robot.evaluation import EvalResult
+from grpo_robot.gym_vector import GymGroupEnv
+from grpo_robot.trainer import Trainer
+
+
+def expert_steps(env: BatchedEnv, seeds, steps: int) -> list[np.ndarray]:
+    """Reset `env` from `seeds`, step it with the scripted expert; the actions taken."""
+    obs, actions = env.reset(seeds), []
+    for _ in range(steps):
+        actions.append(env.task.expert(obs))
+        obs, *_ = env.step(actions[-1])
+    return actions
+
+
+def test_an_opengl_platform_renders_here():
+    reasons = {backend: render.probe(backend) for backend in render.CANDIDATES}
+    assert None in reasons.values(), reasons  # the README's apt-get line provides both
+    assert render.gl_backend() in render.CANDIDATES + (os.environ.get("MUJOCO_GL"),)
+
+
+@pytest.mark.parametrize("camera", ["front", "top", "wrist"])
+def test_frames_are_not_blank_and_follow_the_state(camera):
+    env = BatchedEnv("PushCube", 2, nthread=1)
+    env.reset([3, 4])
+    start = env.render(camera=camera)
+    assert start.shape == (2, 240, 320, 3) and start.dtype == np.uint8
+    for frame in start:
+        assert frame.std() > 10 and len(np.unique(frame.reshape(-1, 3), axis=0)) > 50  # a scene, not a fill
+    assert np.abs(start[0].astype(int) - start[1]).mean() > 0.5  # other seed, other start, other picture
+    expert_steps(env, [3, 4], 30)
+    moved = env.render(camera=camera)
+    assert np.abs(moved.astype(int) - start).mean() > 1.0  # the hand (and cube) moved
+    again = env.render(camera=camera)
+    np.testing.assert_array_equal(moved, again)  # the same state, the same picture
+    env.close()
+
+
+def test_rendering_does_not_change_the_simulation():
+    plain, filmed = BatchedEnv("LiftCube", 4, nthread=1), BatchedEnv("LiftCube", 4, nthread=1)
+    seeds = [0, 0, 5, 9]
+    plain.reset(seeds)
+    filmed.reset(seeds)
+    for t in range(40):
+        action = np.sin(0.3 * t + np.arange(16).reshape(4, 4))
+        filmed.render([0, 2], "front", 64, 48)
+        plain.step(action)
+        filmed.step(action)
+        np.testing.assert_array_equal(plain.state, filmed.state)
+        np.testing.assert_array_equal(plain.sensordata, filmed.sensordata)
+    filmed.close()
+
+
+def test_the_gymnasium_env_renders_the_batched_worlds_picture():
+    batched = BatchedEnv("PlaceCube", 3, nthread=1)
+    actions = expert_steps(batched, [7, 8, 9], 25)
+    single = gymnasium.make("grpo_robot/PlaceCube-v0", render_mode="rgb_array", camera="top")
+    single.reset(seed=8)
+    for action in actions:
+        single.step(action[1])
+    np.testing.assert_array_equal(single.render(), batched.render([1], "top")[0])
+    check_env(single.unwrapped)  # with its render check
+    single.close()
+    batched.close()
+
+
+@pytest.mark.parametrize("vector", ["sync", "async"])
+def test_gymnasium_group_env_frames_come_from_each_worlds_render(vector):
+    cfg = EnvConfig(task=None, id="grpo_robot/PushCube-v0", horizon=100, vector=vector,
+                    kwargs={"render_mode": "rgb_array"})
+    env = GymGroupEnv(cfg, 2)
+    batched = BatchedEnv("PushCube", 2, nthread=1)
+    obs = env.reset([11, 12])
+    batched.reset([11, 12])
+    for _ in range(10):
+        action = batched.task.expert(obs)
+        obs, *_ = env.step(action)
+        batched.step(action)
+    np.testing.assert_array_equal(env.render([1, 0]), batched.render([1, 0]))
+    assert env.render_fps == 25
+    env.close()
+    batched.close()
+
+
+class AnsiOnly(PointReach):
+    metadata = {"render_modes": ["ansi"]}
+
+    def __init__(self, render_mode=None):
+        super().__init__()
+        self.render_mode = render_mode
+
+
+def test_an_env_that_cannot_render_is_refused_in_one_line():
+    cfg = EnvConfig(task=None, entry_point="toy_envs:PointReach", horizon=20, kwargs={"render_mode": "rgb_array"})
+    with pytest.raises(ValueError, match=r"^env.entry_point=toy_envs:PointReach cannot render frames: it takes no "
+                                         r"render_mode argument, and video needs render_mode='rgb_array'$"):
+        GymGroupEnv(cfg, 1)
+    cfg = replace(cfg, entry_point="test_render:AnsiOnly")
+    with pytest.raises(ValueError, match=r"^env.entry_point=test_render:AnsiOnly cannot render frames: its render "
+                                         r"modes are \['ansi'\], and video needs 'rgb_array'$"):
+        GymGroupEnv(cfg, 1)
+
+
+def test_fetch_and_robosuite_render_their_own_frames():
+    pytest.importorskip("gymnasium_robotics")
+    pytest.importorskip("robosuite")
+    import gymnasium_robotics  # noqa: F401
+
+    from grpo_robot.envs.robosuite_env import RobosuiteEnv
+
+    fetch = gymnasium.make("FetchPush-v4", render_mode="rgb_array", width=160, height=120)
+    fetch.reset(seed=0)
+    first = fetch.render()
+    for _ in range(10):
+        fetch.step(np.array([1.0, 0.0, -1.0, 0.0], np.float32))
+    assert first.shape == (120, 160, 3) and first.std() > 10
+    assert np.abs(fetch.render().astype(int) - first).mean() > 0.5
+    fetch.close()
+    lift = RobosuiteEnv("Lift", render_mode="rgb_array", render_width=160, render_height=120)
+    lift.reset(seed=0)
+    first = lift.render()
+    for _ in range(10):
+        lift.step(np.r_[0.0, 0.0, 1.0, np.zeros(3), -1.0])
+    assert first.shape == (120, 160, 3) and first.std() > 10
+    assert np.abs(lift.render().astype(int) - first).mean() > 0.5
+    assert first[:20].mean() != pytest.approx(first[-20:].mean(), abs=1)  # rows not a uniform fill
+    lift.close()
+    with pytest.raises(ValueError, match="render_camera='nope' is not in Lift's scene; its cameras: frontview"):
+        RobosuiteEnv("Lift", render_mode="rgb_array", render_camera="nope")
+
+
+def test_pick_seeds_shows_successes_and_failures():
+    result = EvalResult(np.arange(10), np.array([1, 1, 1, 0, 1, 1, 0, 1, 0, 1], bool), np.full(10, 50))
+    np.testing.assert_array_equal(video.pick_seeds(result, 4), [3, 6, 0, 1])
+    np.testing.assert_array_equal(video.pick_seeds(result, 5), [3, 6, 8, 0, 1])  # the odd one: a failure
+    np.testing.assert_array_equal(video.pick_seeds(result, 8), [3, 6, 8, 0, 1, 2, 4, 5])  # successes fill up
+    np.testing.assert_array_equal(video.pick_seeds(result, 2, "successes"), [0, 1])
+    np.testing.assert_array_equal(video.pick_seeds(result, 4, "failures"), [3, 6, 8])  # all there are
+    all_won = EvalResult(np.arange(3), np.ones(3, bool), np.full(3, 5))
+    np.testing.assert_array_equal(video.pick_seeds(all_won, 2), [0, 1])
+    assert len(video.pick_seeds(all_won, 2, "failures")) == 0
+
+
+# -- videos from evaluation and from training ---------------------------------------------------------
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A tiny Reach run, and the same run filming every evaluation."""
+    root = tmp_path_factory.mktemp("videos")
+    cfg = small_config(iterations=3, eval_every=1, eval_seeds=20)
+    plain = Trainer(cfg, root / "plain")
+    plain.run()
+    filmed = Trainer(replace(cfg, video_every=2, video_episodes=3, render=RenderConfig(width=96, height=64)),
+                     root / "filmed")  # fmt: skip
+    filmed.run()
+    return root, params(plain), params(filmed)
+
+
+def test_training_with_video_gives_the_same_parameters(trained):
+    root, plain, filmed = trained
+    assert plain.keys() == filmed.keys()
+    for key in plain:
+        torch.testing.assert_close(filmed[key], plain[key], rtol=0, atol=0)
+    # evaluations at iterations 1, 2, 3: the 2nd (every 2) and the run's last are filmed
+    assert sorted(p.name for p in (root / "filmed" / "videos").iterdir()) == ["iter_000002", "iter_000003"]
+    assert not (root / "plain" / "videos").exists()
+
+
+def test_training_videos_reach_tensorboard(trained):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    root = trained[0]
+    events = EventAccumulator(str(root / "filmed" / "tb"), size_guidance={"images": 0})
+    events.Reload()
+    images = events.Images("videos/eval")
+    assert len(images) == 2 and 0 < images[0].step < images[1].step  # x-axis: env steps
+    gif = images[0].encoded_image_string
+    assert gif[:6] == b"GIF89a" and (images[0].width, images[0].height) == (2 * 96, 2 * 64)  # 3 episodes, 2x2
+    frames = iio.imread(gif, index=None, extension=".gif")
+    assert frames.shape[0] > 1 and frames.std() > 5  # animated, not blank
+    files = sorted((root / "filmed" / "videos" / "iter_000002").glob("*.mp4"))
+    assert len(files) == 3
+
+
+def test_evaluate_writes_videos_of_successes_and_failures(trained, tmp_path):
+    root = trained[0]
+    ckpt = root / "filmed" / "checkpoints" / "last.pt"
+    out = run_main("evaluate", f"checkpoint={ckpt}", "n_seeds=30", "video=4", f"video_dir={tmp_path}",
+                   "render.gif=true", "render.camera=top", f"output={tmp_path / 'eval.json'}")  # fmt: skip
+    assert out.code == 0, out.stderr
+    episodes = {e["seed"]: e for e in json.loads((tmp_path / "eval.json").read_text())["episodes"]}
+    listed = [line.strip() for line in out.stdout.splitlines() if line.startswith("  ")]
+    mp4s = [p for p in listed if p.endswith(".mp4")]
+    assert len(mp4s) == 4 and len(listed) == 8  # each episode as MP4 and GIF, each file named
+    wins = sum(e["success"] for e in episodes.values())
+    expect_wins = min(wins, 4 - min(30 - wins, 2))
+    assert sum("_success.mp4" in p for p in mp4s) == expect_wins
+    for path in mp4s:
+        seed = int(path.split("_seed")[1].split("_")[0])
+        outcome = "success" if episodes[seed]["success"] else "failure"
+        assert path.endswith(f"_{outcome}.mp4")  # the replay had the evaluation's outcome
+        frames = np.stack(list(iio.imiter(path, plugin="FFMPEG")))
+        assert frames.shape == (episodes[seed]["steps"] + 1, 240, 320, 3)  # the start, then one per step
+        gif = iio.imread(path.replace(".mp4", ".gif"), index=None)
+        assert len(gif) == len(frames)
+        scene = np.abs(frames[-1, 20:-20].astype(int) - frames[0, 20:-20]).max(-1)  # between the label bars
+        assert (scene > 40).sum() > 100  # the hand moved
+
+
+def test_no_opengl_is_one_line_and_everything_else_runs(trained, tmp_path, monkeypatch):
+    monkeypatch.setattr(render, "_chosen", None)
+    monkeypatch.delenv("MUJOCO_GL", raising=False)
+    monkeypatch.setattr(render, "probe", lambda backend, timeout=60.0: f"cannot open lib{backend}")
+    ckpt = trained[0] / "plain" / "checkpoints" / "last.pt"
+    out = run_main("evaluate", f"checkpoint={ckpt}", "n_seeds=10", "video=2", f"video_dir={tmp_path}")
+    assert out.code == 2 and len(out.error_lines) == 1
+    assert out.error_lines[0] == (
+        "error: video=2 cannot be done: cannot render frames here (MUJOCO_GL=egl: cannot open libegl; "
+        "MUJOCO_GL=osmesa: cannot open libosmesa); install headless OpenGL (Debian/Ubuntu: "
+        "apt-get install -y libegl1 libgl1-mesa-dri libosmesa6)"
+    )
+    out = run_main("train", "env=reach", "iterations=1", "video_every=1", f"hydra.run.dir={tmp_path / 'run'}")
+    assert out.code == 2 and "video_every=1 cannot be done: cannot render frames here" in out.error_lines[0]
+    assert not (tmp_path / "run").exists()  # refused before any work
+    out = run_main("evaluate", f"checkpoint={ckpt}", "n_seeds=10", f"output={tmp_path / 'e.json'}")
+    assert out.code == 0 and "success" in out.stdout  # without video, nothing needs OpenGL
+
+
+def test_a_platform_that_cannot_render_here_is_named():
+    reason = render.probe("glfw", timeout=30) if not os.environ.get("DISPLAY") else "skipped"
+    assert reason is not None  # no display: GLFW cannot open a window
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["video=5", "n_seeds=4"], "video=5 is invalid: must be at most n_seeds=4"),
+        (["video=2", "render.width=101"], "render.width=101 is invalid: must be even"),
+        (["video=2", "render.height=0"], "render.height=0 is invalid: must be >= 16"),
+        (["video=2", "render.camera=side"], "render.camera='side' is invalid"),
+        (["video=-1"], "video=-1 is invalid: must be >= 0"),
+    ],
+)
+def test_bad_video_settings_are_one_line(trained, args, message):
+    ckpt = trained[0] / "plain" / "checkpoints" / "last.pt"
+    out = run_main("evaluate", f"checkpoint={ckpt}", *args)
+    assert out.code == 2 and len(out.error_lines) == 1 and message in out.error_lines[0], out.stderr
+
+
+def test_frames_larger_than_the_scene_buffer_are_refused(trained):
+    ckpt = trained[0] / "plain" / "checkpoints" / "last.pt"
+    out = run_main("evaluate", f"checkpoint={ckpt}", "n_seeds=10", "video=1", "render.width=800")
+    assert out.code == 2 and "render.width=800 is invalid: must be at most 640 for the built-in tasks' scene" in (
+        out.error_lines[0]
+    )
+
+
+def test_the_readme_and_ci_install_the_same_opengl_packages():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    line = f"apt-get install -y {render.GL_PACKAGES}"
+    assert line in (root / "README.md").read_text()
+    assert f'GL_PACKAGES="{render.GL_PACKAGES}"' in (root / ".ci" / "run").read_text()
