@@ -1,4 +1,4 @@
-"""Built-in manipulation tasks and their Gymnasium registration (`grpo_robot/<Task>-v0`)."""
+"""Built-in manipulation tasks and their Gymnasium registration (`grpo_robot/<Task>-v<version>`)."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ MAX_SEED = 2**31 - 1
 
 
 class TaskEnv(gymnasium.Env):
-    """`gymnasium.make("grpo_robot/<Task>-v0")`. Reward is 1.0 on the success step, else 0.0;
+    """`gymnasium.make("grpo_robot/<Task>-v<version>")`. Reward is 1.0 on the success step, else 0.0;
     `info["is_success"]` carries the success predicate. The episode terminates on success (unless
     `terminate_on_success=False`) and is truncated at the task's horizon or if the physics fails.
     """

@@ -1,4 +1,9 @@
-"""PlaceCube: pick the cube up and set it down on a raised target pad, then let go."""
+"""PlaceCube: pick the cube up and set it down on a raised target pad, then let go.
+
+Version 1 judges "on the pad" by the cube's and the pad's world positions; version 0 read it from
+`target_rel`, which is expressed in the cube's own frame and turns when the cube rolls over (see
+envs/push_cube.py). The observation is unchanged.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ REST_Z = 2 * PAD_HALF[2] + scene.CUBE_HALF  # cube centre height when resting on
 
 class PlaceCube(Task):
     name = "PlaceCube"
+    version = 1
     horizon = 120
     tolerance = 0.03  # m, cube centre to pad centre in the table plane
     bodies = (
@@ -40,22 +46,22 @@ class PlaceCube(Task):
         data.mocap_pos[0] = (*sample_apart(rng, -0.15, 0.15, cube, 0.11), PAD_HALF[2])
 
     def _on_pad(self, obs):
-        to_pad = self.read(obs, "target_rel")
         cube_z = self.read(obs, "cube_pos")[:, 2]
-        return (np.linalg.norm(to_pad[:, :2], axis=-1) < self.tolerance) & (np.abs(cube_z - REST_Z) < 0.006)
+        near = self.planar_distance(obs, "target_pos", "cube_pos") < self.tolerance
+        return near & (np.abs(cube_z - REST_Z) < 0.006)
 
     def success(self, obs):
         released = self.read(obs, "finger")[:, 0] > scene.CUBE_HALF + 0.008
         return self._on_pad(obs) & released
 
     def potential(self, obs):
-        to_pad = self.read(obs, "target_rel")
+        to_pad = self.planar_distance(obs, "target_pos", "cube_pos")
         released = self.read(obs, "finger")[:, 0] > scene.CUBE_HALF + 0.008
         # over the pad the cube should come down and be let go; elsewhere, carried at CARRY_Z
-        on_pad = np.linalg.norm(to_pad[:, :2], axis=-1) < self.tolerance
+        on_pad = to_pad < self.tolerance
         cube_z = self.read(obs, "cube_pos")[:, 2]
         height = np.where(on_pad, np.abs(cube_z - REST_Z), np.abs(cube_z - CARRY_Z))
-        return -self.reach_cube(obs) * ~(on_pad & released) - np.linalg.norm(to_pad[:, :2], axis=-1) - height
+        return -self.reach_cube(obs) * ~(on_pad & released) - to_pad - height
 
     def expert(self, obs):
         grip = self.read(obs, "grip_pos")

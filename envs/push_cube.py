@@ -1,4 +1,11 @@
-"""PushCube: push the cube along the table until its centre is within 3 cm of the goal."""
+"""PushCube: push the cube along the table until its centre is within 3 cm of the goal.
+
+Version 1 judges success by the cube's and the goal's world positions. Version 0 read the
+distance from `goal_rel`, which is expressed in the cube's own frame: a policy that rolled the cube
+onto another face turned the offset out of that frame's xy plane and "succeeded" with the cube up
+to 34 cm from the goal (found by filming a trained policy; 99.5% "success", 1% real). The
+observation is unchanged: `goal_rel` still turns with the cube, `cube_pos` and `goal_pos` do not.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +21,7 @@ PUSH_Z = 0.02  # m, grip height while pushing
 
 class PushCube(Task):
     name = "PushCube"
+    version = 1
     horizon = 100
     tolerance = 0.03  # m
     bodies = scene.cube_xml() + scene.goal_xml()
@@ -31,15 +39,15 @@ class PushCube(Task):
         data.mocap_pos[0] = (*sample_apart(rng, -0.15, 0.15, cube, 0.08), scene.CUBE_HALF)
 
     def success(self, obs):
-        return np.linalg.norm(self.read(obs, "goal_rel")[:, :2], axis=-1) < self.tolerance
+        return self.planar_distance(obs, "goal_pos", "cube_pos") < self.tolerance
 
     def potential(self, obs):
-        return -self.reach_cube(obs) - np.linalg.norm(self.read(obs, "goal_rel")[:, :2], axis=-1)
+        return -self.reach_cube(obs) - self.planar_distance(obs, "goal_pos", "cube_pos")
 
     def expert(self, obs):
         grip = self.read(obs, "grip_pos")
         cube = self.read(obs, "cube_pos")
-        to_goal = self.read(obs, "goal_rel")[:, :2]
+        to_goal = (self.read(obs, "goal_pos") - cube)[:, :2]
         direction = to_goal / np.maximum(np.linalg.norm(to_goal, axis=-1, keepdims=True), 1e-6)
         rel = grip[:, :2] - cube[:, :2]
         along = np.sum(rel * direction, axis=-1)

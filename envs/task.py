@@ -98,6 +98,14 @@ class Task:
         (`algo.reward=shaped`) uses it, as a reference; GRPO learns from the outcome alone."""
         raise NotImplementedError
 
+    def planar_distance(self, obs: np.ndarray, a: str, b: str) -> np.ndarray:
+        """Distance (m) in the table plane between two world-frame position sensors, `[B]`.
+
+        Judge placement with this, never with a `framepos` taken relative to the cube's site:
+        that one is expressed in the cube's own frame, which turns when the cube rolls over, so a
+        rolled cube far from its goal could read as on it."""
+        return np.linalg.norm((self.read(obs, a) - self.read(obs, b))[..., :2], axis=-1)
+
     def reach_cube(self, obs: np.ndarray) -> np.ndarray:
         """Grip point to cube distance (m), `[B]`: the first term of every cube task's potential."""
         return np.linalg.norm(self.read(obs, "cube_rel"), axis=-1)

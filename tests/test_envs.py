@@ -58,7 +58,7 @@ def test_expert_solves_task_and_backends_agree(task_name):
     assert success.mean() >= 0.95, f"{task_name} expert: {success.mean():.2f}"
     assert not env.failed.any()
 
-    gym_env = gymnasium.make(f"grpo_robot/{task_name}-v0")
+    gym_env = gymnasium.make(f"grpo_robot/{task_name}-v{TASKS[task_name].version}")
     task = gym_env.unwrapped.task
     for i, seed in enumerate(seeds):
         obs, info = gym_env.reset(seed=int(seed))
@@ -75,15 +75,15 @@ def test_expert_solves_task_and_backends_agree(task_name):
 
 @pytest.mark.filterwarnings("ignore:.*Box observation space (minimum|maximum) value")
 def test_check_env_passes(task_name):
-    env = gymnasium.make(f"grpo_robot/{task_name}-v0")
-    check_env(env.unwrapped, skip_render_check=True)
+    env = gymnasium.make(f"grpo_robot/{task_name}-v{TASKS[task_name].version}", render_mode="rgb_array")
+    check_env(env.unwrapped)  # with its render check
     obs, _ = env.reset(seed=3)
     _, _, _, _, info = env.step(env.action_space.sample())
     assert "is_success" in info
 
 
 def test_gym_reset_without_seed_draws_new_starts():
-    env = gymnasium.make("grpo_robot/PushCube-v0")
+    env = gymnasium.make("grpo_robot/PushCube-v1")
     env.reset(seed=0)
     a, _ = env.reset()
     b, _ = env.reset()
@@ -195,3 +195,34 @@ def test_bad_seeds_and_task_names():
     with pytest.raises(RuntimeError, match="reset"):
         BatchedEnv("Reach", 1).step(np.zeros((1, 4)))
     assert set(TASKS) == {"Reach", "PushCube", "LiftCube", "PlaceCube"}
+
+
+@pytest.mark.parametrize("task_name, goal, rel", [("PushCube", "goal_pos", "goal_rel"),
+                                                  ("PlaceCube", "target_pos", "target_rel")])  # fmt: skip
+def test_a_rolled_cube_away_from_the_goal_is_no_success(task_name, goal, rel):
+    """Success is judged in the world frame: a cube rolled onto another face, far from the goal in
+    the table plane, is no success, though the goal is right above it in the cube's own frame."""
+    import mujoco
+
+    task = make_task(task_name)
+    m, d = task.model, mujoco.MjData(task.model)
+    state, mocap, _ = task.initial_condition(5)
+    mujoco.mj_setState(m, d, state, mujoco.mjtState.mjSTATE_FULLPHYSICS)
+    d.mocap_pos[:] = mocap.reshape(-1, 3)
+    target = d.mocap_pos[0].copy()
+    adr = task.qpos_adr("cube")
+    from grpo_robot.envs import place_cube, scene
+
+    rest_z = place_cube.REST_Z if task_name == "PlaceCube" else scene.CUBE_HALF  # on the pad / on the table
+    d.qpos[adr : adr + 3] = (target[0], target[1] - 0.2, rest_z)  # 20 cm from the goal in y
+    d.qpos[adr + 3 : adr + 7] = (np.cos(np.pi / 4), np.sin(np.pi / 4), 0, 0)  # rolled 90 degrees about x
+    d.qpos[task.qpos_adr("finger_left")] = d.qpos[task.qpos_adr("finger_right")] = 0.04  # let go
+    mujoco.mj_forward(m, d)
+    obs = d.sensordata[None].copy()
+    if task_name == "PushCube":  # version 0's reading: the cube-frame offset says "on the goal"
+        assert np.linalg.norm(task.read(obs, rel)[0, :2]) < task.tolerance
+    assert task.planar_distance(obs, goal, "cube_pos")[0] == pytest.approx(0.2, abs=1e-6)
+    assert not task.success(obs)[0]
+    d.qpos[adr : adr + 2] = target[:2]  # on the goal, still rolled: a success
+    mujoco.mj_forward(m, d)
+    assert task.success(d.sensordata[None].copy())[0]

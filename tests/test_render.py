@@ -75,7 +75,7 @@ def test_rendering_does_not_change_the_simulation():
 def test_the_gymnasium_env_renders_the_batched_worlds_picture():
     batched = BatchedEnv("PlaceCube", 3, nthread=1)
     actions = expert_steps(batched, [7, 8, 9], 25)
-    single = gymnasium.make("grpo_robot/PlaceCube-v0", render_mode="rgb_array", camera="top")
+    single = gymnasium.make("grpo_robot/PlaceCube-v1", render_mode="rgb_array", camera="top")
     single.reset(seed=8)
     for action in actions:
         single.step(action[1])
@@ -87,7 +87,7 @@ def test_the_gymnasium_env_renders_the_batched_worlds_picture():
 
 @pytest.mark.parametrize("vector", ["sync", "async"])
 def test_gymnasium_group_env_frames_come_from_each_worlds_render(vector):
-    cfg = EnvConfig(task=None, id="grpo_robot/PushCube-v0", horizon=100, vector=vector,
+    cfg = EnvConfig(task=None, id="grpo_robot/PushCube-v1", horizon=100, vector=vector,
                     kwargs={"render_mode": "rgb_array"})
     env = GymGroupEnv(cfg, 2)
     batched = BatchedEnv("PushCube", 2, nthread=1)

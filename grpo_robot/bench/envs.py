@@ -59,7 +59,7 @@ from grpo_robot.batched import BatchedEnv, default_threads
 from grpo_robot.bench import cpu
 from grpo_robot.bench.cpu import CpuGuard
 from grpo_robot.bench.limit import LimitReplay, episode_plan, record_batched, run_batched
-from grpo_robot.envs import TASKS  # importing grpo_robot registers the gym ids grpo_robot/<Task>-v0
+from grpo_robot.envs import TASKS  # importing grpo_robot registers the gym ids grpo_robot/<Task>-v<version>
 
 
 @dataclass(frozen=True)

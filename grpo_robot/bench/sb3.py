@@ -1,7 +1,7 @@
 """Stable-Baselines3 PPO on a built-in task, as the outside reference of a sweep
 (`scripts/benchmark.py train --sb3-steps N`).
 
-It trains on the same Gymnasium env (`grpo_robot/<Task>-v0`: reward 1 on the success step, the
+It trains on the same Gymnasium env (`grpo_robot/<Task>-v<version>`: reward 1 on the success step, the
 episode ends there or at the horizon) with SB3's PPO defaults (n_steps 2048 per env, batch 64,
 10 epochs, lr 3e-4, gamma 0.99, GAE 0.95) and the same 128x128 tanh network as the default job.
 
