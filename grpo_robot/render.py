@@ -212,7 +212,7 @@ def label(frames: np.ndarray, top: str, steps: list[str] | None, bottom: str, ok
     from PIL import Image, ImageDraw
 
     _, height, width, _ = frames.shape
-    size = max(9, height // 18)
+    size = max(11, height // 16)
     font, bar = _font(size), size + 6
     out = np.empty_like(frames)
     for t, frame in enumerate(frames):

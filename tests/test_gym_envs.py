@@ -207,7 +207,8 @@ def test_cli_trains_and_evaluates_a_registered_gym_env(tmp_path):
     record = json.loads(next(run_dir.glob("checkpoints/*_eval_24_deterministic.json")).read_text())
     assert not (ROOT / "tests" / "evaluate.log").exists()  # the evaluation writes only its JSON
     assert record["task"] == "toy/PointReach-v0" and record["n"] == 24  # 24 seeds on 16 worlds: two chunks
-    bad = run_cli("train.py", "env=gym", "env.id=toy/PointReach-v9", "env.import=[toy_envs]", cwd=ROOT / "tests")
+    bad = run_cli("train.py", "env=gym", "env.id=toy/PointReach-v9", "env.import=[toy_envs]",
+                  f"hydra.run.dir={run_dir.parent / 'bad'}", cwd=ROOT / "tests")  # fmt: skip
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines()[-1].startswith("error: env.id='toy/PointReach-v9' is not a registered")
     assert "close matches: toy/PointReach-v0" in bad.stderr
