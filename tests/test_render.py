@@ -282,3 +282,24 @@ def test_the_readme_and_ci_install_the_same_opengl_packages():
     line = f"apt-get install -y {render.GL_PACKAGES}"
     assert line in (root / "README.md").read_text()
     assert f'GL_PACKAGES="{render.GL_PACKAGES}"' in (root / ".ci" / "run").read_text()
+
+
+@pytest.mark.parametrize("vector", ["sync", "async"])
+def test_evaluate_films_a_gymnasium_env_through_its_own_render(tmp_path, vector):
+    """The whole path for an env that is not built in: `GymGroupEnv` worlds made with
+    render_mode="rgb_array" (async ones started by spawn), their frames, the MP4s."""
+    run = tmp_path / "run"
+    out = run_main("train", "env=gym", "env.id=grpo_robot/Reach-v0", "env.horizon=50", f"env.vector={vector}",
+                   "algo.group_size=4", "algo.groups_per_iter=2", "iterations=1", "eval_seeds=6", "progress=false",
+                   f"hydra.run.dir={run}")  # fmt: skip
+    assert out.code == 0, out.stderr
+    out = run_main("evaluate", f"checkpoint={run}", "n_seeds=6", "video=2", f"video_dir={tmp_path / 'v'}",
+                   f"output={tmp_path / 'e.json'}")  # fmt: skip
+    assert out.code == 0, out.stderr
+    steps = {e["seed"]: e["steps"] for e in json.loads((tmp_path / "e.json").read_text())["episodes"]}
+    mp4s = sorted((tmp_path / "v").glob("grpo_robot_Reach-v0_seed*.mp4"))
+    assert len(mp4s) == 2
+    for path in mp4s:
+        seed = int(path.name.split("_seed")[1].split("_")[0])
+        frames = np.stack(list(iio.imiter(path, plugin="FFMPEG")))
+        assert frames.shape == (steps[seed] + 1, 240, 320, 3) and frames.std() > 10  # TaskEnv's own 320x240
