@@ -130,3 +130,26 @@ def test_inverse_cdf_sampler_draws_the_categorical():
     torch.testing.assert_close(freq, probs.double(), atol=0.01, rtol=0)  # 0.01 is > 4 standard errors
     again = sample_categorical(logits, torch.Generator().manual_seed(0))
     assert torch.equal(draws, again)
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_autoregressive_decoding_computes_the_trunk_once_and_samples_as_before(deterministic):
+    """`sample` runs the trunk once and only the conditional head per dimension; tokens and
+    log-probs are bit for bit those of scoring every pass from the observation."""
+    torch.manual_seed(0)
+    policy = TokenizedPolicy(9, 4, bins=32, head="autoregressive", hidden_sizes=[64, 64])
+    obs = torch.randn(257, 9)
+    calls = []
+    hook = policy.trunk.register_forward_hook(lambda *_: calls.append(1))
+    tokens, action, logp = policy.sample(obs, torch.Generator().manual_seed(3), deterministic)
+    hook.remove()
+    assert len(calls) == 1  # one trunk pass for four dimensions
+
+    generator = torch.Generator().manual_seed(3)  # the reference: every pass from the observation
+    expected = torch.zeros(257, 4, dtype=torch.long)
+    for d in range(4):
+        logits = policy.logits(obs, expected)
+        expected[:, d] = policy._choose(logits[:, d : d + 1], generator, deterministic)[:, 0]
+    expected_logp = torch.log_softmax(logits, -1).gather(-1, expected[..., None])[..., 0]
+    assert torch.equal(tokens, expected) and torch.equal(logp, expected_logp)
+    assert torch.equal(action, policy.centres[expected])

@@ -93,9 +93,15 @@ class TokenizedPolicy(Policy):
     def logits(self, obs: torch.Tensor, tokens: torch.Tensor | None = None) -> torch.Tensor:
         """Temperature-scaled logits `[..., D, K]`. The autoregressive head needs `tokens
         [..., D]` (teacher forcing); logits of dimension d read only tokens[..., :d]."""
+        return self._logits(*self._trunk_out(obs), tokens)
+
+    def _trunk_out(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """What does not depend on the tokens: (trunk features [..., H], factorized logits [..., D, K])."""
         features = self.trunk(self.obs_norm(obs))
+        return features, self.logits_head(features).view(*features.shape[:-1], self.action_dim, self.bins)
+
+    def _logits(self, features: torch.Tensor, out: torch.Tensor, tokens: torch.Tensor | None) -> torch.Tensor:
         batch = features.shape[:-1]
-        out = self.logits_head(features).view(*batch, self.action_dim, self.bins)
         if self.head == "autoregressive":
             if tokens is None:
                 raise ValueError("the autoregressive head needs the tokens to condition on")
@@ -121,8 +127,9 @@ class TokenizedPolicy(Policy):
             tokens = self._choose(logits, generator, deterministic)
         else:
             tokens = torch.zeros(*batch, self.action_dim, dtype=torch.long, device=obs.device)
+            trunk = self._trunk_out(obs)  # once: only the conditional part changes between passes
             for d in range(self.action_dim):  # decode in order; later tokens are masked anyway
-                logits = self.logits(obs, tokens)
+                logits = self._logits(*trunk, tokens)
                 tokens[..., d] = self._choose(logits[..., d : d + 1, :], generator, deterministic)[..., 0]
         logp = F.log_softmax(logits, dim=-1).gather(-1, tokens[..., None])[..., 0]
         return tokens, self.to_action(tokens), logp
