@@ -155,17 +155,14 @@ def _film(cfg: DictConfig, train_cfg, policy, result, device, folder: Path) -> N
     if not len(seeds):
         print(f"videos: no {cfg.video_outcomes} among the {len(result.seeds)} evaluated episodes to film")
         return
-    worlds = len(seeds) if train_cfg.env.task else min(len(seeds), VIDEO_GYM_WORLDS)
     try:
-        env = video.make_video_env(train_cfg, worlds)
+        env = video.make_video_env(train_cfg, len(seeds))
     except (ValueError, RuntimeError) as err:
         _fail(str(err), code=1)
-    render = cfg.render
     try:
-        episodes = video.record(env, policy, seeds, device, render.camera, render.width, render.height,
-                                cfg.deterministic, iteration_generator(cfg.seed, 0, device, STREAM_EVAL),
-                                train_cfg.env.outcome == "final_step")  # fmt: skip
-        paths = video.write(episodes, folder, video.env_fps(env), gif=render.gif)
+        episodes, paths, _ = video.film(env, policy, seeds, device, cfg.render, folder, cfg.deterministic,
+                                       iteration_generator(cfg.seed, 0, device, STREAM_EVAL),
+                                       train_cfg.env.outcome == "final_step")  # fmt: skip
     except OSError as err:  # WriteError names the file; a folder that cannot be made is named here
         _fail(str(err if isinstance(err, WriteError) else WriteError(folder, err)), code=1)
     finally:
@@ -174,9 +171,6 @@ def _film(cfg: DictConfig, train_cfg, policy, result, device, folder: Path) -> N
     print(f"videos of {len(episodes)} episodes ({wins} successes, {len(episodes) - wins} failures):")
     for p in paths:
         print(f"  {p}")
-
-
-VIDEO_GYM_WORLDS = 4  # Gymnasium envs built at once to film (each world is its own env)
 
 
 def _collect_demos(cfg: DictConfig) -> None:

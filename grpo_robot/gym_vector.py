@@ -141,22 +141,17 @@ def make_inner(cfg: EnvConfig) -> gymnasium.Env:
             raise ValueError(f"env.id={cfg.id!r} is not a registered Gymnasium env ({hint}){where}")
         if cfg.horizon is not None:  # the env's own TimeLimit must not cut episodes shorter
             kwargs["max_episode_steps"] = cfg.horizon
-        try:
-            return gymnasium.make(cfg.id, **kwargs)
-        except TypeError as err:
-            if "render_mode" in kwargs and "render_mode" in str(err):
-                raise ValueError(f"{env_source(cfg)} cannot render frames: it takes no render_mode argument, and "
-                                 "video needs render_mode='rgb_array'") from None  # fmt: skip
-            raise
-    factory = load_callable(cfg.entry_point, "env.entry_point")  # type: ignore[arg-type]
+        make = functools.partial(gymnasium.make, cfg.id)
+    else:
+        make = load_callable(cfg.entry_point, "env.entry_point")  # type: ignore[arg-type]
     try:
-        env = factory(**kwargs)
+        env = make(**kwargs)
     except TypeError as err:
         if "render_mode" in kwargs and "render_mode" in str(err):
             raise ValueError(f"{env_source(cfg)} cannot render frames: it takes no render_mode argument, and "
                              "video needs render_mode='rgb_array'") from None  # fmt: skip
         raise
-    if not isinstance(env, gymnasium.Env):
+    if not isinstance(env, gymnasium.Env):  # gymnasium.make's always is
         raise ValueError(f"env.entry_point={cfg.entry_point!r} made a {type(env).__name__}, not a gymnasium.Env")
     return env
 

@@ -267,17 +267,15 @@ class Videos(Hook):
         from grpo_robot import video
         from grpo_robot.seeding import STREAM_EVAL, iteration_generator
 
-        start, cfg, render = time.perf_counter(), trainer.cfg, self.render
+        start, cfg = time.perf_counter(), trainer.cfg
         seeds = video.pick_seeds(result, self.episodes)
         if self.env is None:
-            self.env = video.make_video_env(cfg, len(seeds) if cfg.env.task else min(len(seeds), 4))
+            self.env = video.make_video_env(cfg, len(seeds))
         generator = iteration_generator(cfg.seed, trainer.iteration, trainer.device, STREAM_EVAL)
-        episodes = video.record(self.env, trainer.policy, seeds, trainer.device, render.camera, render.width,
-                                render.height, cfg.eval_deterministic, generator,
-                                cfg.env.outcome == "final_step")  # fmt: skip
-        fps = video.env_fps(self.env)
         folder = trainer.run_dir / "videos" / f"iter_{trainer.iteration:06d}"
-        files = video.write(episodes, folder, fps, gif=render.gif)
+        episodes, files, fps = video.film(self.env, trainer.policy, seeds, trainer.device, self.render, folder,
+                                          cfg.eval_deterministic, generator,
+                                          cfg.env.outcome == "final_step")  # fmt: skip
         trainer.log_video(video.Clip("videos/eval", video.tile([e.labelled() for e in episodes]), fps, files),
                           trainer.env_steps)  # fmt: skip
         trainer.eval_seconds += time.perf_counter() - start

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from grpo_robot.checkpoint import write_bytes_atomic
-from grpo_robot.config import EnvConfig, TrainConfig, env_source
+from grpo_robot.config import EnvConfig, RenderConfig, TrainConfig
 from grpo_robot.environment import GroupEnv, make_env
 from grpo_robot.evaluation import EvalResult
 from grpo_robot.policies import Policy
@@ -97,17 +97,17 @@ def render_env_config(env: EnvConfig) -> EnvConfig:
     return replace(env, kwargs={**env.kwargs, "render_mode": "rgb_array"}, check_seeding=False)
 
 
-def make_video_env(cfg: TrainConfig, num_worlds: int) -> GroupEnv:
-    """`num_worlds` worlds of the run's env that can render; chooses the OpenGL platform first
-    (`RenderError` when none works), since robosuite fixes it when first imported."""
+GYM_WORLDS = 4  # Gymnasium envs built at once to film (each world is its own env)
+
+
+def make_video_env(cfg: TrainConfig, episodes: int) -> GroupEnv:
+    """Worlds of the run's env that can render, to film `episodes` at a time (at most
+    `GYM_WORLDS` of a Gymnasium env). Chooses the OpenGL platform first (`RenderError` when none
+    works), since robosuite fixes it when first imported."""
     from grpo_robot.render import gl_backend
 
     gl_backend()
-    env = make_env(render_env_config(cfg.env), num_worlds)
-    if not callable(getattr(env, "render", None)):
-        env.close()
-        raise ValueError(f"{env_source(cfg.env)}: this env cannot render frames")
-    return env
+    return make_env(render_env_config(cfg.env), episodes if cfg.env.task else min(episodes, GYM_WORLDS))
 
 
 def pick_seeds(result: EvalResult, n: int, outcomes: str = "both") -> np.ndarray:
@@ -163,6 +163,16 @@ def record(
     finally:
         policy.train(was_training)
     return episodes
+
+
+def film(env: GroupEnv, policy: Policy, seeds: Sequence[int], device: torch.device, render: RenderConfig,
+         folder: Path, deterministic: bool = True, generator: torch.Generator | None = None,
+         final_step_outcome: bool = False) -> tuple[list[Episode], list[Path], float]:  # fmt: skip
+    """`record` the seeds as `render` says and `write` them to `folder` -> (episodes, files, fps)."""
+    episodes = record(env, policy, seeds, device, render.camera, render.width, render.height, deterministic,
+                      generator, final_step_outcome)  # fmt: skip
+    fps = env_fps(env)
+    return episodes, write(episodes, folder, fps, gif=render.gif), fps
 
 
 # -- files ---------------------------------------------------------------------------------------
