@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import mujoco
@@ -112,6 +113,7 @@ class BatchedEnv:
         self._was_reset = False
         self._renderers: dict[tuple[int, int], Any] = {}  # (width, height) -> grpo_robot.render.Renderer
         self._render_data: mujoco.MjData | None = None
+        self._stepper: ThreadPoolExecutor | None = None  # the thread of `step_async`
 
     # -- API --------------------------------------------------------------------------------------
     @property
@@ -119,7 +121,10 @@ class BatchedEnv:
         return self.task.name
 
     def close(self) -> None:
-        """Release the renderers (the interface of `GymGroupEnv`)."""
+        """Release the renderers and the `step_async` thread (the interface of `GymGroupEnv`)."""
+        if self._stepper is not None:
+            self._stepper.shutdown()
+            self._stepper = None
         for renderer in self._renderers.values():
             renderer.close()
         self._renderers.clear()
@@ -194,10 +199,7 @@ class BatchedEnv:
         active = ~self.done
         actions = check_actions(actions, active, self.action_dim)
         idx = np.flatnonzero(active)
-        if len(idx):
-            start = time.perf_counter()
-            self._simulate(idx, np.clip(actions[idx], -1.0, 1.0))
-            self.physics_seconds += time.perf_counter() - start
+        self._timed_simulate(idx, np.clip(actions[idx], -1.0, 1.0))
         info = {
             "is_success": self.success.copy(),
             "failed": self.failed.copy(),
@@ -207,7 +209,33 @@ class BatchedEnv:
         reward = (self.success & active).astype(np.float32)
         return self.obs(), reward, self.terminated.copy(), self.truncated.copy(), info
 
+    def step_async(self, actions: np.ndarray, worlds: slice) -> Future:
+        """Start one control step of the running worlds among `worlds` on a background thread and
+        return at once; the physics releases the GIL, so the caller can run the policy on other
+        worlds meanwhile (`rollout.collect_split`). `actions: [len(worlds), action_dim]`.
+
+        Steps run one after another in the order they were started; the caller must wait for the
+        returned future before reading or stepping these worlds again, and may touch only other
+        worlds until then. A world stepped this way follows the same trajectory, bit for bit, as
+        with `step`, since every world's physics depends only on its own state and actions."""
+        if not self._was_reset:
+            raise RuntimeError("call reset(seeds) before step_async()")
+        rows = np.arange(self.num_worlds)[worlds]
+        active = ~self.done[rows]
+        actions = check_actions(actions, active, self.action_dim)
+        idx = rows[active]
+        act = np.clip(actions[active], -1.0, 1.0)
+        if self._stepper is None:
+            self._stepper = ThreadPoolExecutor(1, thread_name_prefix="physics")
+        return self._stepper.submit(self._timed_simulate, idx, act)
+
     # -- internals --------------------------------------------------------------------------------
+    def _timed_simulate(self, idx: np.ndarray, act: np.ndarray) -> None:
+        if len(idx):
+            start = time.perf_counter()
+            self._simulate(idx, act)
+            self.physics_seconds += time.perf_counter() - start
+
     def _simulate(self, idx: np.ndarray, act: np.ndarray) -> None:
         n = len(idx)
         nu = self._nu

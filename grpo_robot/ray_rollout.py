@@ -33,7 +33,7 @@ import torch
 
 from grpo_robot.config import ConfigError, TrainConfig, env_config_dict
 from grpo_robot.policies import Policy
-from grpo_robot.rollout import Batch, GroupSampler, RolloutError, collect
+from grpo_robot.rollout import Batch, GroupSampler, RolloutError, collect, exact_settings
 from grpo_robot.seeding import WorldRows, group_seeds, iteration_generator, iteration_seeds
 
 START_UP_S = 300.0  # the longest a worker may take to start (or restart), whatever rollout.worker_timeout_s is
@@ -43,7 +43,7 @@ class RolloutWorker:
     """One Ray actor: the env of a slice of `n_worlds` worlds and a CPU copy of the policy."""
 
     def __init__(self, env: dict[str, Any], n_worlds: int, policy: dict[str, Any], threads: int,
-                 final_step_outcome: bool, paths: list[str]) -> None:  # fmt: skip
+                 final_step_outcome: bool, paths: list[str], split: int = 1) -> None:  # fmt: skip
         import sys
 
         from grpo_robot.config import env_config
@@ -61,7 +61,8 @@ class RolloutWorker:
         self.env = make_env(env_cfg, n_worlds)
         self.policy = build_policy(policy["type"], policy["obs_dim"], policy["action_dim"], **policy["kwargs"])
         self.policy.eval()
-        self.final_step_outcome = final_step_outcome
+        self.final_step_outcome, self.split = final_step_outcome, split
+        self.exact_split: int | None = None
 
     def pid(self) -> int:
         return os.getpid()
@@ -78,7 +79,10 @@ class RolloutWorker:
         t0 = time.perf_counter()
         self.policy.load_state_dict(weights)
         rows = WorldRows(iteration_generator(run_seed, it, "cpu", round_=round_), start, start + len(seeds), total)
-        batch = collect(self.env, self.policy, seeds, torch.device("cpu"), rows, False, self.final_step_outcome)
+        if self.exact_split is None:  # the first draw: keep the split only where it is exact
+            self.exact_split = exact_settings(self.policy, len(seeds), self.split, None, torch.device("cpu"))[0]
+        batch = collect(self.env, self.policy, seeds, torch.device("cpu"), rows, False, self.final_step_outcome,
+                        self.exact_split)  # fmt: skip
         return batch, time.perf_counter() - t0
 
     def close(self) -> None:
@@ -130,7 +134,7 @@ class RaySampler(GroupSampler):
         sampling = algo.dynamic_sampling
         super().__init__(None, cfg.seed, algo.groups_per_iter, algo.group_size, device,  # type: ignore[arg-type]
                          cfg.env.outcome == "final_step", tuple(sampling.keep_range) if sampling.enabled else None,
-                         sampling.max_rounds)  # fmt: skip
+                         sampling.max_rounds, rollout.split)  # fmt: skip
         self.cfg = cfg
         self.started_ray = connect(cfg.ray.address)
         # contiguous slices of whole groups (a group's members share one env: clone starts need it)
@@ -143,7 +147,8 @@ class RaySampler(GroupSampler):
         actor = ray.remote(RolloutWorker).options(num_cpus=rollout.cpus_per_worker,
                                                   max_restarts=rollout.max_restarts, max_task_retries=0)  # fmt: skip
         env, paths = env_config_dict(cfg.env), [os.getcwd(), *(p for p in sys.path if p)]
-        self.workers = [actor.remote(env, b - a, spec, threads, self.final_step_outcome, paths) for a, b in self.slices]
+        self.workers = [actor.remote(env, b - a, spec, threads, self.final_step_outcome, paths, rollout.split)
+                        for a, b in self.slices]  # fmt: skip
         self.failures = 0
         self.timing: dict[str, float] = {}
         start_up = max(rollout.worker_timeout_s, START_UP_S)  # imports and the env's construction

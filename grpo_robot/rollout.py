@@ -4,6 +4,8 @@ with DAPO's dynamic sampling when configured."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -11,7 +13,7 @@ import torch
 
 from grpo_robot.environment import GroupEnv
 from grpo_robot.policies import Policy
-from grpo_robot.seeding import group_seeds, iteration_generator, iteration_seeds
+from grpo_robot.seeding import SharedDraws, group_seeds, iteration_generator, iteration_seeds
 
 
 class RolloutError(RuntimeError):
@@ -89,12 +91,18 @@ def collect(
     generator: torch.Generator | None = None,
     deterministic: bool = False,
     final_step_outcome: bool = False,
+    split: int = 1,
 ) -> Batch:
     """Reset `env` from `seeds [B]` and run `policy` until every world is done.
 
     The outcome is success at any step (the env ends the episode there) unless
-    `final_step_outcome`, where it is the success predicate at the last step.
+    `final_step_outcome`, where it is the success predicate at the last step. With `split > 1`
+    and an env that can step asynchronously (`BatchedEnv.step_async`), the worlds are split into
+    that many parts whose physics and policy calls overlap (`collect_split`); the result is the
+    same, bit for bit.
     """
+    if split > 1 and hasattr(env, "step_async") and (generator is not None or deterministic):
+        return collect_split(env, policy, seeds, device, generator, deterministic, final_step_outcome, split)
     obs_np = env.reset(seeds)
     obs_steps, raw_steps, logp_steps, mask_steps = [], [], [], []
     while not env.done.all():
@@ -105,6 +113,10 @@ def collect(
         raw_steps.append(raw)
         logp_steps.append(logp)
         obs_np, *_ = env.step(action.cpu().numpy())
+    return _batch(env, obs_steps, raw_steps, logp_steps, mask_steps, device, final_step_outcome)
+
+
+def _batch(env, obs_steps, raw_steps, logp_steps, mask_steps, device, final_step_outcome: bool) -> Batch:
     success = env.success if final_step_outcome else env.terminated
     return Batch(
         obs=torch.stack(obs_steps),
@@ -114,6 +126,100 @@ def collect(
         success=torch.as_tensor(success & ~env.failed, dtype=torch.float32, device=device),
         failed=torch.as_tensor(env.failed.copy(), device=device),
     )
+
+
+def split_bounds(num_worlds: int, parts: int) -> list[slice]:
+    """`parts` contiguous slices of `num_worlds` worlds, sizes differing by at most one."""
+    edges = np.linspace(0, num_worlds, min(parts, num_worlds) + 1).round().astype(int)
+    return [slice(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:], strict=True)]
+
+
+@torch.no_grad()
+def collect_split(
+    env,
+    policy: Policy,
+    seeds: np.ndarray,
+    device: torch.device,
+    generator: torch.Generator | None,
+    deterministic: bool,
+    final_step_outcome: bool,
+    split: int,
+) -> Batch:
+    """`collect` with the worlds in `split` contiguous parts, pipelined: while part p's physics
+    runs on the env's thread (`step_async`, which releases the GIL), the policy samples part
+    p + 1's actions, so the physics threads rarely wait for Python or the policy.
+
+    Every part is sampled at every control step, finished or not, with its rows of the step's
+    draw for all worlds (`SharedDraws`), as `collect` samples all worlds; the policy is row-wise.
+    The batch therefore equals `collect`'s bit for bit (tests/test_rollout_split.py)."""
+    env.reset(seeds)
+    parts = split_bounds(env.num_worlds, split)
+    draws = SharedDraws(generator, env.num_worlds) if generator is not None else None
+    rows = [draws.rows(p.start, p.stop) if draws is not None else None for p in parts]
+    steps: list[list[tuple]] = []  # per control step: per part (obs, raw, logp, mask)
+    pending = [None] * len(parts)
+    while True:
+        step, any_live = [], False
+        for k, part in enumerate(parts):
+            if pending[k] is not None:
+                pending[k].result()
+                pending[k] = None
+            live = ~env.done[part]
+            any_live |= bool(live.any())
+            obs = torch.as_tensor(env.sensordata[part].astype(np.float32), device=device)
+            raw, action, logp = policy.sample(obs, rows[k], deterministic)
+            step.append((obs, raw, logp, torch.as_tensor(live, device=device)))
+            if live.any():
+                pending[k] = env.step_async(action.cpu().numpy(), part)
+        if not any_live:  # every world had ended before this step: it is not part of the batch
+            break
+        steps.append(step)
+    obs_steps, raw_steps, logp_steps, mask_steps = (
+        [torch.cat([part[i] for part in step]) for step in steps] for i in range(4)
+    )
+    return _batch(env, obs_steps, raw_steps, logp_steps, mask_steps, device, final_step_outcome)
+
+
+@torch.no_grad()
+def exact_settings(policy: Policy, num_worlds: int, split: int, threads: int | None,
+                   device: torch.device) -> tuple[int, int | None]:  # fmt: skip
+    """`(split, threads)` to use so that sampling gives what one call on all worlds with torch's
+    own threads gives, bit for bit; settings that would not are dropped.
+
+    A matrix product's rows can round differently with the number of rows (BLAS picks kernels by
+    shape: measured here, for parts under 6-15 rows of a 128-512 wide MLP, and up to 300 of 512
+    rows for a 1024 wide one) or with the number of threads. Kernels depend on shapes, not values,
+    so one probe batch of random observations at the rollout's own shapes tells."""
+    threads = threads if device.type == "cpu" else None
+    if split <= 1 and threads is None:
+        return split, threads
+    probe = torch.randn((num_worlds, policy.obs_dim), generator=torch.Generator().manual_seed(0)).to(device)
+    reference = policy.sample(probe, None, True)
+
+    def same(outputs) -> bool:
+        return all(torch.equal(a, b) for a, b in zip(outputs, reference, strict=True))
+
+    with torch_threads(threads):
+        if threads is not None and not same(policy.sample(probe, None, True)):
+            threads = None
+    with torch_threads(threads):
+        parts = [policy.sample(probe[part], None, True) for part in split_bounds(num_worlds, split)]
+    if split > 1 and not same([torch.cat(out) for out in zip(*parts, strict=True)]):
+        split = 1
+    return split, threads
+
+
+@contextmanager
+def torch_threads(n: int | None) -> Iterator[None]:
+    """torch's CPU threads set to `n` inside the block (None: unchanged), restored after."""
+    before = torch.get_num_threads()
+    if n is not None and n != before:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        if torch.get_num_threads() != before:
+            torch.set_num_threads(before)
 
 
 class GroupSampler:
@@ -133,17 +239,26 @@ class GroupSampler:
         final_step_outcome: bool = False,
         keep_range: tuple[float, float] | None = None,
         max_rounds: int = 1,
+        split: int = 1,
+        policy_threads: int | None = None,
     ) -> None:
         self.env, self.run_seed, self.device = env, run_seed, device
         self.n_groups, self.group_size = n_groups, group_size
         self.final_step_outcome = final_step_outcome
         self.keep_range, self.max_rounds = keep_range, max_rounds
+        self.split, self.policy_threads = split, policy_threads
+        self._settings: tuple[int, int | None] | None = None  # exact_settings, from the first draw
 
     def draw(self, policy: Policy, it: int, round_: int = 0) -> Batch:
         """All `n_groups` groups of iteration `it` (and sampling round), kept or not."""
         seeds = group_seeds(iteration_seeds(self.run_seed, it, self.n_groups, round_), self.group_size)
         generator = iteration_generator(self.run_seed, it, self.device, round_=round_)
-        return collect(self.env, policy, seeds, self.device, generator, False, self.final_step_outcome)
+        if self._settings is None:
+            split = self.split if hasattr(self.env, "step_async") else 1
+            self._settings = exact_settings(policy, len(seeds), split, self.policy_threads, self.device)
+        split, threads = self._settings
+        with torch_threads(threads):
+            return collect(self.env, policy, seeds, self.device, generator, False, self.final_step_outcome, split)
 
     def close(self) -> None:
         """Release what the sampler holds beyond the env (the Ray backend's workers)."""

@@ -111,15 +111,61 @@ class WorldRows:
         return self._draw(torch.rand, shape, **kwargs)
 
 
+class SharedDraws:
+    """One stream's draws for `total` worlds, shared out by rows among parts of the batch that
+    sample separately (the halves of a split rollout): a part's k-th draw is rows of the stream's
+    k-th draw for all worlds, made when the first part asks for it. The parts thus see exactly
+    the noise one call for all worlds would, in whatever order they interleave, as long as each
+    part makes the same sequence of draws. `generator` may itself be a `WorldRows`."""
+
+    def __init__(self, generator: torch.Generator | WorldRows, total: int) -> None:
+        self.generator, self.total = generator, total
+        self._draws: list[tuple[str, tuple, torch.Tensor]] = []
+
+    def rows(self, start: int, stop: int) -> _SharedRows:
+        """The draws of worlds `start:stop`, to pass where a policy's `sample` takes a generator."""
+        if not 0 <= start < stop <= self.total:
+            raise ValueError(f"rows {start}:{stop} of {self.total} worlds is not a slice of them")
+        return _SharedRows(self, start, stop)
+
+    def _draw(self, k: int, kind: str, shape: Sequence[int], kwargs: dict) -> torch.Tensor:
+        tail = tuple(shape[1:])
+        if k == len(self._draws):
+            full = (normal if kind == "randn" else uniform)(self.generator, (self.total, *tail), **kwargs)
+            self._draws.append((kind, tail, full))
+        drawn_kind, drawn_tail, full = self._draws[k]
+        if (drawn_kind, drawn_tail) != (kind, tail):
+            raise ValueError(f"draw {k} was {drawn_kind}{drawn_tail} for one part and {kind}{tail} for another")
+        return full
+
+
+class _SharedRows:
+    def __init__(self, source: SharedDraws, start: int, stop: int) -> None:
+        self.source, self.start, self.stop, self.count = source, start, stop, 0
+
+    def _take(self, kind: str, shape: Sequence[int], kwargs: dict) -> torch.Tensor:
+        if shape[0] != self.stop - self.start:
+            raise ValueError(f"a draw for {shape[0]} worlds from rows {self.start}:{self.stop}")
+        full = self.source._draw(self.count, kind, shape, kwargs)
+        self.count += 1
+        return full[self.start : self.stop]
+
+    def randn(self, shape: Sequence[int], **kwargs) -> torch.Tensor:
+        return self._take("randn", shape, kwargs)
+
+    def rand(self, shape: Sequence[int], **kwargs) -> torch.Tensor:
+        return self._take("rand", shape, kwargs)
+
+
 def normal(generator: torch.Generator | WorldRows | None, shape: Sequence[int], **kwargs) -> torch.Tensor:
     """Standard normal draws of `shape` (`[worlds, ...]`) from a generator or a `WorldRows`."""
-    if isinstance(generator, WorldRows):
+    if isinstance(generator, (WorldRows, _SharedRows)):
         return generator.randn(shape, **kwargs)
     return torch.randn(tuple(shape), generator=generator, **kwargs)
 
 
 def uniform(generator: torch.Generator | WorldRows | None, shape: Sequence[int], **kwargs) -> torch.Tensor:
     """Uniform [0, 1) draws of `shape` (`[worlds, ...]`) from a generator or a `WorldRows`."""
-    if isinstance(generator, WorldRows):
+    if isinstance(generator, (WorldRows, _SharedRows)):
         return generator.rand(shape, **kwargs)
     return torch.rand(tuple(shape), generator=generator, **kwargs)

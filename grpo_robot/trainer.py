@@ -116,7 +116,8 @@ class Trainer:
         else:
             self.sampler = GroupSampler(self.env, cfg.seed, algo.groups_per_iter, algo.group_size, self.device,
                                         cfg.env.outcome == "final_step", tuple(sampling.keep_range)
-                                        if sampling.enabled else None, sampling.max_rounds)  # fmt: skip
+                                        if sampling.enabled else None, sampling.max_rounds,
+                                        cfg.rollout.split, cfg.rollout.policy_threads)  # fmt: skip
         self.hooks = [*default_hooks(cfg), *hooks]
         self.iteration = self.env_steps = 0
         self.best_eval = -1.0

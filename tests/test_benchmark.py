@@ -37,13 +37,17 @@ def run_benchmark(*args: str) -> str:
 
 
 @pytest.mark.slow
-def test_training_rollout_keeps_half_the_physical_limit():
-    """Issue target: during training, the rollout runs at >= 0.5x the physics alone (same run)."""
-    out = run_benchmark("profile", "--iterations", "2")
-    ratio = float(re.search(r"rollout / limit: ([\d.]+)", out).group(1))
-    assert ratio >= 0.5, out
-    shares = dict(re.findall(r"^\| (rollout: physics|update)[^|]*\| [\d.]+ \| (\d+)% \|", out, re.M))
-    assert int(shares["rollout: physics"]) > 50  # physics dominates the default job's iteration
+def test_training_rollout_reaches_0_8_of_the_physical_limit():
+    """Issue 18's target: inside the default job, on 2 cores, the rollout runs at >= 0.8 of the
+    physics alone (the same episodes, one open-loop call each), and not slower than before the split."""
+    out = run_benchmark("profile", "--iterations", "3")
+    ratio = float(re.search(r"^rollout / limit: ([\d.]+) \(after\)", out, re.M).group(1))
+    assert ratio >= 0.8, out
+    speedup = float(re.search(r"iteration speed-up ([\d.]+)x", out).group(1))
+    assert speedup >= 0.95, out
+    physics, total = (re.search(rf"^\| {row}[^|]*\| [\d.]+ \| ([\d.]+) \|", out, re.M).group(1)
+                      for row in ("rollout: physics", "total"))  # fmt: skip
+    assert float(physics) > 0.5 * float(total)  # physics dominates the default job's iteration
 
 
 @pytest.mark.slow

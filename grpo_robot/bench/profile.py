@@ -82,6 +82,7 @@ class ProfiledEnv:
         self.env, self.step_seconds = env, 0.0
         self.recordings: list = []
         self.observations: list[np.ndarray] = []
+        self._observed = 0  # the last step whose observations a split rollout recorded
 
     def __getattr__(self, name):  # every other attribute of the GroupEnv interface
         return getattr(self.env, name)
@@ -98,7 +99,20 @@ class ProfiledEnv:
         actions = np.zeros((env.horizon, env.num_worlds, env.action_dim))  # rows after a world ends stay 0
         self.recordings.append(Recording(env.state.copy(), env.mocap_pos.copy(), actions))
         self.observations.append(obs.copy())
+        self._observed = 0
         return obs
+
+    def step_async(self, actions, worlds: slice):
+        env = self.env
+        rows = np.arange(env.num_worlds)[worlds]
+        live = rows[~env.done[rows]]
+        if len(live):
+            t = int(env.steps[live][0])
+            self.recordings[-1].actions[t, live] = np.clip(actions[~env.done[rows]], -1.0, 1.0)
+            if t > self._observed:  # the first part to take step t: keep the step's observations once
+                self._observed = t
+                self.observations.append(env.obs().copy())
+        return env.step_async(actions, worlds)
 
     def step(self, actions):
         env = self.env
@@ -112,29 +126,32 @@ class ProfiledEnv:
         return out
 
 
-def cmd_profile(args: argparse.Namespace) -> None:
-    """Time one iteration's parts: the env and its physics from inside (`ProfiledEnv`,
-    `BatchedEnv.physics_seconds`), the policy by replaying its inputs, the update around it."""
-    import grpo_robot.batched as batched
-    from grpo_robot.bench.limit import LimitReplay
+BEFORE = ("rollout.split=1", "rollout.policy_threads=null")  # the rollout as it was before the split
+
+
+def profiled_trainer(overrides: Sequence[str]):
+    """A `Trainer` of the default job with `overrides`, its env wrapped in a `ProfiledEnv`."""
     from grpo_robot.environment import make_env
-    from grpo_robot.seeding import iteration_generator
     from grpo_robot.trainer import Trainer
 
-    cfg = compose("experiment=push_from_scratch", "progress=false", *args.overrides)
+    cfg = compose("experiment=push_from_scratch", "progress=false", *overrides)
     env = ProfiledEnv(make_env(cfg.env, cfg.algo.groups_per_iter * cfg.algo.group_size))
-    trainer = Trainer(cfg, "/tmp/grpo-robot-profile-unused", env=env)
-    rollout_s = update_s = 0.0
-    steps = 0
-    for _ in range(args.iterations):
-        record = trainer.train_iteration()
-        rollout_s += record.scalars["time/rollout_s"]
-        update_s += record.scalars["time/update_s"]
-    steps = trainer.env_steps
+    return Trainer(cfg, "/tmp/grpo-robot-profile-unused", env=env)
+
+
+def profile_parts(trainer, rollout_s: float, update_s: float) -> dict[str, float]:
+    """Seconds of each part over the iterations a `profiled_trainer` ran, and the rates."""
+    from grpo_robot.bench.limit import LimitReplay
+    from grpo_robot.rollout import torch_threads
+    from grpo_robot.seeding import iteration_generator
+
+    env, cfg = trainer.sampler.env, trainer.cfg
     # the policy alone: the same calls on the same observations, with the iteration's own stream
+    # and the rollout's thread setting
     generator = iteration_generator(cfg.seed, 0, trainer.device)
+    threads = cfg.rollout.policy_threads if trainer.device.type == "cpu" else None
     start = time.perf_counter()
-    with torch.no_grad():
+    with torch.no_grad(), torch_threads(threads):
         for obs in env.observations:
             trainer.policy.sample(torch.as_tensor(obs, device=trainer.device), generator)
     if trainer.device.type == "cuda":
@@ -142,26 +159,59 @@ def cmd_profile(args: argparse.Namespace) -> None:
     sample = time.perf_counter() - start
     replay = LimitReplay(env.env, env.nthread)
     limit_s = min(replay.run(env.recordings) for _ in range(2))  # best of 2
-    limit_rate = len(env.recordings) * env.num_worlds * env.horizon / limit_s
+    steps = trainer.env_steps
+    return {
+        "physics": env.physics_seconds,
+        "sample": sample,
+        "rest": rollout_s - env.physics_seconds,
+        "rollout": rollout_s,
+        "update": update_s,
+        "total": rollout_s + update_s,
+        "rate": steps / rollout_s,
+        "physics_rate": steps / env.physics_seconds,
+        "limit_rate": len(env.recordings) * env.num_worlds * env.horizon / limit_s,
+        "steps": steps,
+    }
+
+
+def cmd_profile(args: argparse.Namespace) -> None:
+    """Time one iteration's parts, the rollout as it was (`BEFORE`) and as configured, side by
+    side: their iterations alternate, so machine drift hits both alike. The env and its physics
+    are timed from inside (`ProfiledEnv`, `BatchedEnv.physics_seconds`, on the physics thread
+    when the rollout is split), the policy by replaying its inputs, the update around it."""
+    import grpo_robot.batched as batched
+
+    variants = {"before": profiled_trainer([*BEFORE, *args.overrides]), "after": profiled_trainer(args.overrides)}
+    times = {name: [0.0, 0.0] for name in variants}
+    for _ in range(args.iterations):
+        for name, trainer in variants.items():
+            scalars = trainer.train_iteration().scalars
+            times[name][0] += scalars["time/rollout_s"]
+            times[name][1] += scalars["time/update_s"]
+    parts = {name: profile_parts(trainer, *times[name]) for name, trainer in variants.items()}
     n = args.iterations
-    physics = env.physics_seconds
-    env_other = env.step_seconds - physics
-    other = rollout_s - env.step_seconds - sample
+    after = variants["after"].cfg.rollout
     print(f"machine: {machine.one_line()}; {batched.default_threads()} physics threads")
-    print(f"{n} iterations of experiment=push_from_scratch, {steps / n:,.0f} env steps each; mean s per iteration\n")
-    print("| part | s/iteration | share |")
+    print(f"{n} iterations each of experiment=push_from_scratch {' '.join(args.overrides)}".rstrip()
+          + f", {parts['after']['steps'] / n:,.0f} env steps each, alternating; mean s per iteration")  # fmt: skip
+    print(f"before: {' '.join(BEFORE)}; after: rollout.split={after.split} "
+          f"rollout.policy_threads={after.policy_threads}\n")  # fmt: skip
+    print("| part | before | after |")
     print("| --- | ---: | ---: |")
-    total = rollout_s + update_s
-    for name, value in (
-        ("rollout: physics (mujoco.rollout)", physics),
-        ("rollout: env bookkeeping (step minus physics)", env_other),
-        ("rollout: policy inference (sample, replayed)", sample),
-        ("rollout: collect loop and tensors", other),
-        ("update (advantages, K epochs, obs-norm)", update_s),
+    for key, name in (
+        ("physics", "rollout: physics (mujoco.rollout; on its own thread when split)"),
+        ("sample", "rollout: policy inference (sample, replayed alone)"),
+        ("rest", "rollout: not hidden behind physics (policy, bookkeeping, tensors, waits)"),
+        ("update", "update (advantages, K epochs, obs-norm)"),
+        ("total", "total"),
     ):
-        print(f"| {name} | {value / n:.3f} | {value / total:.0%} |")
-    print(f"| total | {total / n:.3f} | |")
-    rate = steps / rollout_s
-    print(f"\nrollout during training: {rate:,.0f} env steps/s (physics calls alone: {steps / physics:,.0f})")
-    print(f"physical limit, the same episodes replayed open-loop in one mujoco.rollout call each: {limit_rate:,.0f}")
-    print(f"rollout / limit: {rate / limit_rate:.2f}")
+        print(f"| {name} | {parts['before'][key] / n:.3f} | {parts['after'][key] / n:.3f} |")
+    print()
+    for name, p in parts.items():
+        print(f"{name}: rollout during training {p['rate']:,.0f} env steps/s (physics calls alone: "
+              f"{p['physics_rate']:,.0f}); physical limit {p['limit_rate']:,.0f}; "
+              f"rollout / limit: {p['rate'] / p['limit_rate']:.2f}")  # fmt: skip
+    print("(physical limit: the same episodes replayed open-loop in one mujoco.rollout call each)")
+    ratio = parts["before"]["total"] / parts["after"]["total"]
+    print(f"rollout / limit: {parts['after']['rate'] / parts['after']['limit_rate']:.2f} "
+          f"(after); iteration speed-up {ratio:.2f}x")  # fmt: skip

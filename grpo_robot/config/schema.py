@@ -216,6 +216,12 @@ class RolloutConfig:
     cpus_per_worker: float = 1.0  # CPUs Ray reserves for each; also its physics and torch threads
     worker_timeout_s: float = 600.0  # a worker slower than this on one draw is hung: killed and restarted
     max_restarts: int = 3  # worker failures (died or hung) a run survives; then it stops, last iteration saved
+    # built-in tasks: the worlds in this many parts, the policy sampling one part while the physics
+    # steps another (the physics releases the GIL); the batch is identical for any value
+    split: int = 2
+    # torch CPU threads while the policy samples actions in a rollout (restored for the update):
+    # the physics owns the cores then, and idle torch threads spin on them; null = leave torch's
+    policy_threads: int | None = 1
 
 
 @dataclass

@@ -172,6 +172,8 @@ RANGES: dict[tuple[type, str], Range] = {
     (RolloutConfig, "cpus_per_worker"): Range(0, 1024, low_open=True),
     (RolloutConfig, "worker_timeout_s"): Range(0, 86400, low_open=True, why="seconds; 86400 is a day"),
     (RolloutConfig, "max_restarts"): Range(0, 1000),
+    (RolloutConfig, "split"): Range(1, 64, why="parts of the worlds"),
+    (RolloutConfig, "policy_threads"): Range(1, 1024, null="torch's own"),
     (TrainConfig, "seed"): Range(0, MAX_SEED, high_open=True, guard=True),
     (TrainConfig, "iterations"): Range(1),
     (TrainConfig, "max_env_steps"): Range(1, null="no budget"),

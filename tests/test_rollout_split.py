@@ -1,0 +1,180 @@
+"""The split rollout (`rollout.split`): policy and physics of different parts of the worlds
+overlap, and the batch, the noise and the trained parameters are the same bit for bit as the
+unsplit rollout's; torch's threads during sampling (`rollout.policy_threads`) change nothing
+either. And the kinematic reset equals a full `mj_forward` reset."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import mujoco
+import numpy as np
+import pytest
+import torch
+from test_train import params, small_config
+
+from grpo_robot import BatchedEnv
+from grpo_robot.config import PolicyConfig, RolloutConfig
+from grpo_robot.config.validate import ConfigError, validate
+from grpo_robot.envs import TASKS, make_task
+from grpo_robot.envs.task import FULLPHYSICS
+from grpo_robot.policies import build_policy
+from grpo_robot.rollout import collect, exact_settings, split_bounds, torch_threads
+from grpo_robot.seeding import SharedDraws, WorldRows, group_seeds, iteration_generator, normal
+from grpo_robot.trainer import Trainer
+
+FIELDS = ("obs", "raw", "logp", "mask", "success", "failed")
+
+
+def test_shared_draws_give_each_part_its_rows_of_the_whole_draw_in_any_order():
+    whole = iteration_generator(0, 3, "cpu")
+    expected = [torch.randn((10, 4), generator=whole), torch.rand((10, 1), generator=whole)]
+    draws = SharedDraws(iteration_generator(0, 3, "cpu"), 10)
+    a, b = draws.rows(0, 6), draws.rows(6, 10)
+    got_a0 = a.randn((6, 4))
+    got_a1 = a.rand((6, 1))  # part a runs ahead of part b
+    got_b0, got_b1 = b.randn((4, 4)), b.rand((4, 1))
+    assert torch.equal(torch.cat([got_a0, got_b0]), expected[0])
+    assert torch.equal(torch.cat([got_a1, got_b1]), expected[1])
+    with pytest.raises(ValueError, match=r"draw 2 was randn\(3,\) for one part and rand\(3,\) for another"):
+        a.randn((6, 3)), b.rand((4, 3))
+    with pytest.raises(ValueError, match="not a slice"):
+        draws.rows(4, 11)
+    # nested in a Ray worker's rows: the worker's parts see the whole run's draw
+    full = torch.randn((12, 2), generator=iteration_generator(1, 0, "cpu"))
+    worker = SharedDraws(WorldRows(iteration_generator(1, 0, "cpu"), 4, 12, 12), 8)
+    parts = [worker.rows(0, 3).randn((3, 2)), worker.rows(3, 8).randn((5, 2))]
+    assert torch.equal(torch.cat(parts), full[4:])
+
+
+def test_split_bounds_cover_the_worlds_in_order():
+    assert split_bounds(10, 3) == [slice(0, 3), slice(3, 7), slice(7, 10)]
+    assert split_bounds(2, 4) == [slice(0, 1), slice(1, 2)]  # never an empty part
+    assert split_bounds(5, 1) == [slice(0, 5)]
+
+
+@pytest.mark.parametrize(
+    "task, policy_type, kwargs",
+    [
+        ("Reach", "gaussian", {"hidden_sizes": [32, 32], "init_std": 1.0}),
+        ("PushCube", "tokenized", {"hidden_sizes": [32], "bins": 16, "head": "autoregressive"}),
+    ],
+)
+def test_split_batches_equal_the_unsplit_batch_bit_for_bit(task, policy_type, kwargs):
+    env = BatchedEnv(task, 64, nthread=2, horizon=40)
+    torch.manual_seed(0)
+    policy = build_policy(policy_type, env.obs_dim, env.action_dim, **kwargs)
+    seeds = group_seeds(np.arange(16) * 7 + 1, 4)
+    assert exact_settings(policy, 64, 4, 1, torch.device("cpu")) == (4, 1)  # parts of 16 rows agree here
+
+    def run(split: int, threads: int | None = None):
+        with torch_threads(threads):
+            gen = iteration_generator(5, 2, "cpu")
+            return collect(env, policy, seeds, torch.device("cpu"), gen, split=split)
+
+    reference = run(1)
+    for split, threads in ((2, None), (3, 1), (4, 1), (2, 2)):
+        batch = run(split, threads)
+        for name in FIELDS:
+            assert torch.equal(getattr(batch, name), getattr(reference, name)), (split, threads, name)
+    deterministic = [collect(env, policy, seeds, torch.device("cpu"), None, True, split=s) for s in (1, 2)]
+    for name in FIELDS:
+        assert torch.equal(getattr(deterministic[0], name), getattr(deterministic[1], name))
+    env.close()
+
+
+def test_worlds_end_at_different_steps_in_the_split_rollout():
+    """The equality above covers parts that finish early: here some worlds succeed well before
+    the horizon, in both parts, and the batch is still the unsplit one."""
+    env = BatchedEnv("Reach", 16, nthread=2, horizon=60)
+
+    class NoisyExpert:  # Reach's scripted expert plus noise from the sampling stream
+        def sample(self, obs, generator=None, deterministic=False):
+            mean = torch.as_tensor(env.task.expert(obs.numpy().astype(np.float64)), dtype=torch.float32)
+            raw = mean + 0.5 * normal(generator, mean.shape)
+            return raw, raw.clamp(-1.0, 1.0), raw[:, :1]
+
+    seeds = np.arange(16)
+    batches = [collect(env, NoisyExpert(), seeds, torch.device("cpu"), iteration_generator(0, 0, "cpu"), split=s)
+               for s in (1, 2)]  # fmt: skip
+    lengths = batches[0].mask.sum(0)
+    assert lengths.min() < 0.6 * lengths.max()  # worlds end far apart
+    assert len(set(lengths[:8].tolist())) > 1 and len(set(lengths[8:].tolist())) > 1
+    for name in FIELDS:
+        assert torch.equal(getattr(batches[0], name), getattr(batches[1], name)), name
+    env.close()
+
+
+def test_a_split_that_would_change_the_numbers_is_dropped():
+    """Matrix products can round a row differently with the number of rows: for a 1024-wide MLP,
+    256 rows give other bits than the same rows among 512. The sampler then runs unsplit."""
+    torch.manual_seed(0)
+    probe = torch.randn((512, 30), generator=torch.Generator().manual_seed(0))
+    wide = build_policy("gaussian", 30, 4, hidden_sizes=[1024, 1024])
+    with torch.no_grad():
+        whole, half = wide.sample(probe, None, True)[0], wide.sample(probe[:256], None, True)[0]
+    assert not torch.equal(whole[:256], half)  # the premise: this split would not be exact
+    assert exact_settings(wide, 512, 2, None, torch.device("cpu"))[0] == 1
+    narrow = build_policy("gaussian", 30, 4, hidden_sizes=[128, 128])
+    assert exact_settings(narrow, 512, 2, 1, torch.device("cpu")) == (2, 1)
+    assert exact_settings(narrow, 512, 1, None, torch.device("cpu")) == (1, None)
+
+
+def test_training_with_any_split_and_thread_setting_gives_the_same_parameters(tmp_path):
+    results = []
+    for split, threads in ((1, None), (2, 1), (3, 2)):
+        cfg = small_config(rollout=RolloutConfig(split=split, policy_threads=threads),
+                           policy=PolicyConfig(hidden_sizes=[32, 32], init_std=1.0))  # fmt: skip
+        trainer = Trainer(cfg, tmp_path / f"split{split}")
+        trainer.run()
+        results.append(params(trainer))
+        trainer.close()
+    for other in results[1:]:
+        assert all(torch.equal(results[0][k], other[k]) for k in results[0])
+    assert torch.get_num_threads() >= 1
+
+
+def test_torch_threads_are_restored_after_the_rollout_and_after_an_error():
+    before = torch.get_num_threads()
+    with torch_threads(1):
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+    with pytest.raises(RuntimeError, match="boom"), torch_threads(1):
+        raise RuntimeError("boom")
+    assert torch.get_num_threads() == before
+
+
+def test_step_async_needs_a_reset_and_checks_its_actions():
+    env = BatchedEnv("Reach", 4, nthread=1)
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step_async(np.zeros((2, env.action_dim)), slice(0, 2))
+    env.reset(np.arange(4))
+    with pytest.raises(ValueError, match=r"actions must have shape \(2, 4\)"):
+        env.step_async(np.zeros((4, env.action_dim)), slice(2, 4))
+    env.step_async(np.zeros((2, env.action_dim)), slice(2, 4)).result()
+    assert env.steps.tolist() == [0, 0, 1, 1]
+    env.close()
+
+
+@pytest.mark.parametrize("key, value, allowed", [("split", 0, r"\[1, 64\]"), ("policy_threads", 0, "null")])
+def test_bad_rollout_values_are_one_line(key, value, allowed):
+    cfg = replace(small_config(), rollout=RolloutConfig(**{key: value}))
+    with pytest.raises(ConfigError, match=f"rollout.{key}={value}.*{allowed}") as err:
+        validate(cfg)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("task_name", sorted(TASKS))
+def test_kinematic_reset_equals_a_full_forward_bit_for_bit(task_name):
+    """The reset computes the start's sensor readings with kinematics and velocities only; a full
+    `mj_forward` on the same data gives the same state and readings, bit for bit."""
+    task = make_task(task_name)
+    assert task._kinematic_reset
+    m, d = task.model, task._data
+    for seed in [*range(300), 2**40 + 3, 999_999_999]:
+        state, mocap, obs = task.initial_condition(seed)
+        mujoco.mj_forward(m, d)
+        full = np.empty(task.nstate)
+        mujoco.mj_getState(m, d, full, FULLPHYSICS)
+        assert np.array_equal(state, full) and np.array_equal(obs, d.sensordata), seed
+        assert np.array_equal(mocap, d.mocap_pos.ravel()), seed
