@@ -6,7 +6,7 @@
 
 PYTHON ?= python3
 TORCH ?= torch==2.13.0
-EXTRAS ?= dev,fetch,robosuite,ray,plot,wandb,video
+EXTRAS ?= dev,fetch,robosuite,ray,plot,wandb,video,tune
 ARGS ?=
 
 VENV := .venv

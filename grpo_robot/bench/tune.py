@@ -1,0 +1,244 @@
+"""Hyperparameter search with Optuna: each trial trains a preset on several seeds and scores the
+env steps it took to reach a target success (`scripts/tune.py`, search spaces in `conf/tune/`).
+
+A trial's cost on one seed is the env steps at the first evaluation at or above `target`; a run
+that ends its budget (`max_env_steps`) below it costs `max_env_steps * (2 - best / target)`, so
+censored runs still rank by how far they got (`best`: the best of the run's evaluations and its
+last iterations' training success). The trial's value is the mean over `seeds`; Optuna's TPE
+sampler (seeded) proposes the next trial and its median pruner stops a trial whose running mean
+after a seed is worse than the median of earlier trials there. The study lives in
+`<out>/study.db` (SQLite), so an interrupted search resumes where it stopped, and every finished
+run appends a line to `<out>/runs.jsonl`.
+
+Why not Hydra's Optuna sweeper: it runs one job per trial (a trial here is several seeds' runs,
+aggregated), and its current release pins optuna < 3.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from grpo_robot.cli import compose_train_config as compose
+
+TUNE_KEYS = {"experiment", "overrides", "seeds", "target", "max_env_steps", "eval_every", "eval_seeds", "params"}
+
+
+@dataclass(frozen=True)
+class Param:
+    """One searched key: a float or int range (`low`, `high`, `log`) or a list of `choices`."""
+
+    key: str
+    low: float | None = None
+    high: float | None = None
+    log: bool = False
+    choices: tuple | None = None
+
+    def suggest(self, trial) -> Any:
+        if self.choices is not None:
+            return trial.suggest_categorical(self.key, list(self.choices))
+        if isinstance(self.low, int) and isinstance(self.high, int):
+            return trial.suggest_int(self.key, self.low, self.high, log=self.log)
+        return trial.suggest_float(self.key, float(self.low), float(self.high), log=self.log)
+
+    def extremes(self) -> list[Any]:
+        """The values that bound the space, for checking it before any work."""
+        return list(self.choices) if self.choices is not None else [self.low, self.high]
+
+
+@dataclass(frozen=True)
+class Space:
+    """A search: the preset, fixed overrides, seeds, target, budget and the searched params."""
+
+    experiment: str
+    params: tuple[Param, ...]
+    overrides: tuple[str, ...] = ()
+    seeds: tuple[int, ...] = (0, 1, 2)
+    target: float = 0.9
+    max_env_steps: int = 5_000_000
+    eval_every: int = 5
+    eval_seeds: int = 100
+    source: str = field(default="", compare=False)
+
+    def base_overrides(self, seed: int) -> list[str]:
+        return [f"experiment={self.experiment}", *self.overrides, f"seed={seed}", f"target_success={self.target}",
+                f"max_env_steps={self.max_env_steps}", f"eval_every={self.eval_every}",
+                f"eval_seeds={self.eval_seeds}", "iterations=1000000", "progress=false",
+                "time_limit_min=null"]  # fmt: skip
+
+    def trial_config(self, values: dict[str, Any], seed: int):
+        return compose(*self.base_overrides(seed), *(f"{k}={_hydra(v)}" for k, v in values.items()))
+
+
+def _hydra(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_hydra(v) for v in value) + "]"
+    if value is None:
+        return "null"
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def load_space(path: str | Path) -> Space:
+    """A search space from YAML, checked: every key known, every param a range or choices, and
+    the preset composed and validated with each param at each of its bounds (one line on error)."""
+    from grpo_robot.config import ConfigError
+    from grpo_robot.config.validate import validate
+
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"search space {path} is not a file")
+    raw = yaml.safe_load(path.read_text()) or {}
+    unknown = sorted(set(raw) - TUNE_KEYS)
+    if unknown:
+        raise ValueError(f"{path}: unknown key {unknown[0]!r}; allowed: {', '.join(sorted(TUNE_KEYS))}")
+    params = []
+    for key, spec in (raw.get("params") or {}).items():
+        if not isinstance(spec, dict) or not (set(spec) <= {"low", "high", "log", "choices"}):
+            raise ValueError(f"{path}: params.{key} must be {{low, high[, log]}} or {{choices: [...]}}, got {spec!r}")
+        if "choices" in spec:
+            if not isinstance(spec["choices"], list) or not spec["choices"]:
+                raise ValueError(f"{path}: params.{key}.choices must be a non-empty list, got {spec['choices']!r}")
+            if not all(isinstance(c, (bool, int, float, str)) for c in spec["choices"]):
+                raise ValueError(f"{path}: params.{key}.choices must be numbers or strings (a list as a string, "
+                                 f"e.g. '[128,128]'), got {spec['choices']!r}")  # fmt: skip
+            params.append(Param(key, choices=tuple(spec["choices"])))
+            continue
+        low, high = spec.get("low"), spec.get("high")
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (low, high)) or not low < high:
+            raise ValueError(f"{path}: params.{key} needs numbers low < high, got low={low!r} high={high!r}")
+        if spec.get("log") and low <= 0:
+            raise ValueError(f"{path}: params.{key} has log: true, so low must be > 0, got {low!r}")
+        params.append(Param(key, low, high, bool(spec.get("log", False))))
+    if not params:
+        raise ValueError(f"{path}: params is empty; nothing to search")
+    seeds = tuple(raw.get("seeds", (0, 1, 2)))
+    if not seeds or not all(isinstance(s, int) and s >= 0 for s in seeds):
+        raise ValueError(f"{path}: seeds must be a non-empty list of integers >= 0, got {list(seeds)!r}")
+    space = Space(experiment=str(raw.get("experiment", "push_from_scratch")), params=tuple(params),
+                  overrides=tuple(raw.get("overrides") or ()), seeds=seeds,
+                  **{k: raw[k] for k in ("target", "max_env_steps", "eval_every", "eval_seeds") if k in raw},
+                  source=str(path))  # fmt: skip
+    try:
+        for p in params:
+            for value in p.extremes():
+                validate(space.trial_config({p.key: value}, seeds[0]))
+        for seed in seeds:
+            validate(space.trial_config({}, seed))
+    except (ConfigError, ValueError) as err:
+        raise ValueError(f"{path}: {str(err).splitlines()[0]}") from None
+    except Exception as err:  # noqa: BLE001  (Hydra's own errors on a bad override)
+        raise ValueError(f"{path}: {type(err).__name__}: {str(err).splitlines()[0]}") from None
+    return space
+
+
+def run_cost(space: Space, summary: dict, train_success: float) -> tuple[float, float]:
+    """(cost in env steps, best success) of one finished run (see the module's docstring)."""
+    target = summary.get("target") or {}
+    final = (summary.get("eval") or {}).get("success_rate", 0.0)
+    best = max(summary.get("best_eval", 0.0), final, train_success)
+    if target.get("reached"):
+        return float(target["env_steps"]), float(target["success"])
+    return space.max_env_steps * (2.0 - min(best, space.target) / space.target), best
+
+
+def train_one(space: Space, values: dict[str, Any], seed: int, run_dir: Path) -> dict:
+    """Train one seed of a trial; its record (cost, steps, seconds, success)."""
+    from grpo_robot.hooks import Hook
+    from grpo_robot.trainer import Trainer
+
+    class TrainSuccess(Hook):  # the training batches' success over the last iterations
+        def __init__(self) -> None:
+            self.recent: list[float] = []
+
+        def after_iteration(self, trainer, record) -> None:
+            self.recent = [*self.recent[-4:], float(record.scalars.get("charts/train_success", 0.0))]
+
+    watch = TrainSuccess()
+    trainer = Trainer(space.trial_config(values, seed), run_dir, hooks=[watch])
+    try:
+        summary = trainer.run()
+    finally:
+        trainer.close()
+    recent = sum(watch.recent) / len(watch.recent) if watch.recent else 0.0
+    cost, best = run_cost(space, summary, recent)
+    target = summary.get("target") or {}
+    return {"seed": seed, "cost": cost, "reached": bool(target.get("reached")), "env_steps": summary["env_steps"],
+            "seconds": summary["seconds"], "train_seconds_to_target": target.get("train_seconds"),
+            "final_success": (summary.get("eval") or {}).get("success_rate"), "best": best,
+            "stopped": summary.get("stopped"), "machine": summary.get("machine")}  # fmt: skip
+
+
+def study(space: Space, out: Path, sampler_seed: int = 0):
+    import optuna
+
+    out.mkdir(parents=True, exist_ok=True)
+    return optuna.create_study(
+        study_name="tune", storage=f"sqlite:///{out / 'study.db'}", load_if_exists=True, direction="minimize",
+        sampler=optuna.samplers.TPESampler(seed=sampler_seed, n_startup_trials=min(5, max(1, len(space.params)))),
+        pruner=optuna.pruners.MedianPruner(n_startup_trials=4, n_warmup_steps=0),
+    )  # fmt: skip
+
+
+def run(space: Space, out: Path, trials: int, log: Callable[[str], None] = print) -> Any:
+    """Run trials until the study holds `trials` finished or pruned ones; the study."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    st = study(space, out)
+
+    def objective(trial) -> float:
+        values = {p.key: p.suggest(trial) for p in space.params}
+        costs = []
+        for k, seed in enumerate(space.seeds):
+            rec = train_one(space, values, seed, out / f"trial_{trial.number:03d}" / f"seed_{seed}")
+            rec.update(trial=trial.number, params=values)
+            with open(out / "runs.jsonl", "a") as f:
+                f.write(json.dumps(rec) + "\n")
+            costs.append(rec["cost"])
+            outcome = "reached" if rec["reached"] else "not reached"
+            log(f"trial {trial.number} seed {seed}: {outcome}, cost {rec['cost'] / 1e6:.2f} M env steps, "
+                f"final {rec['final_success']:.1%}, {rec['seconds']:.0f} s")  # fmt: skip
+            trial.report(sum(costs) / len(costs), k)
+            if k < len(space.seeds) - 1 and trial.should_prune():
+                raise optuna.TrialPruned()
+        return sum(costs) / len(costs)
+
+    done = lambda: sum(t.state.name in ("COMPLETE", "PRUNED") for t in st.trials)  # noqa: E731
+    while done() < trials:
+        st.optimize(objective, n_trials=1)
+    return st
+
+
+def report(space: Space, out: Path) -> list[str]:
+    """Markdown lines: the space, and every trial by value (pruned and unfinished ones last)."""
+    st = study(space, out)
+    keys = [p.key for p in space.params]
+    lines = [f"search space ({space.source}): " + "; ".join(
+        f"{p.key} in {list(p.choices)}" if p.choices is not None else
+        f"{p.key} in [{p.low}, {p.high}]{' log' if p.log else ''}" for p in space.params),  # fmt: skip
+        f"preset {space.experiment}, seeds {list(space.seeds)}, target {space.target:.0%}, budget "
+        f"{space.max_env_steps / 1e6:g} M env steps per run; value: mean env steps to target (M)", "",
+        "| trial | state | value (M) | " + " | ".join(keys) + " |",
+        "| ---: | --- | ---: |" + " --- |" * len(keys)]  # fmt: skip
+    order = sorted(st.trials, key=lambda t: (t.value is None, t.value if t.value is not None else math.inf))
+    for t in order:
+        value = f"{t.value / 1e6:.2f}" if t.value is not None else "-"
+        cells = [_fmt(t.params.get(k)) for k in keys]
+        lines.append(f"| {t.number} | {t.state.name.lower()} | {value} | " + " | ".join(cells) + " |")
+    complete = [t for t in st.trials if t.value is not None]
+    if complete:
+        best = min(complete, key=lambda t: t.value)
+        lines += ["", f"best: trial {best.number}: " + " ".join(f"{k}={_hydra(v)}" for k, v in best.params.items())]
+    return lines
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return "-" if value is None else str(value)

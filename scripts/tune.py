@@ -1,0 +1,50 @@
+"""Search a preset's hyperparameters with Optuna: every trial trains on several seeds and scores
+the mean env steps to the target success (grpo_robot/bench/tune.py says how censored runs count).
+
+    python scripts/tune.py conf/tune/push_from_scratch.yaml --trials 30 --out runs/tune/push
+    python scripts/tune.py conf/tune/push_from_scratch.yaml --out runs/tune/push --report
+
+The study is kept in <out>/study.db: run the same command again to add trials or resume after an
+interruption. Confirm the best trial on seeds the search never saw, e.g.
+`python scripts/train.py -m seed=3,4,5,6,7 <the best trial's overrides>`. Needs Optuna
+(`pip install -e ".[tune]"`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from grpo_robot.bench import tune
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("space", help="a search space, e.g. conf/tune/push_from_scratch.yaml")
+    parser.add_argument("--out", type=Path, required=True, help="the study, its runs and runs.jsonl")
+    parser.add_argument("--trials", type=int, default=20, help="finished or pruned trials the study should hold")
+    parser.add_argument("--report", action="store_true", help="print the trials so far and stop")
+    args = parser.parse_args(argv)
+    if args.trials < 1:
+        print(f"error: --trials={args.trials} is invalid: must be >= 1", file=sys.stderr)
+        return 2
+    try:
+        import optuna  # noqa: F401
+    except ImportError:
+        print('error: scripts/tune.py needs Optuna: pip install -e ".[tune]"', file=sys.stderr)
+        return 2
+    try:
+        space = tune.load_space(args.space)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if not args.report:
+        tune.run(space, args.out, args.trials, log=lambda line: print(line, flush=True))
+    print("\n".join(tune.report(space, args.out)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+"""`scripts/tune.py`: an Optuna search whose trials train on several seeds; costs follow the
+runs' summaries, the study resumes, and a bad search space is one line before any work."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from grpo_robot.bench import tune
+
+optuna = pytest.importorskip("optuna")  # the `tune` extra, which the README's test install includes
+ROOT = Path(__file__).resolve().parents[1]
+
+TINY = """
+experiment: reach_from_scratch
+overrides: ["policy.hidden_sizes=[32,32]", "algo.group_size=4", "algo.groups_per_iter=8"]
+seeds: [0, 1]
+target: 0.3
+max_env_steps: 6000
+eval_every: 1
+eval_seeds: 20
+params:
+  algo.lr: {low: 1.0e-4, high: 1.0e-2, log: true}
+  algo.epochs: {low: 1, high: 3}
+  policy.init_std: {choices: [0.3, 1.0]}
+"""
+
+
+def run_cli(*args: str) -> tuple[int, str, str]:
+    spec = importlib.util.spec_from_file_location("tune_script", ROOT / "scripts" / "tune.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = module.main(list(args))
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_a_search_trains_every_seed_scores_the_runs_and_resumes(tmp_path):
+    space_file = tmp_path / "space.yaml"
+    space_file.write_text(TINY)
+    out = tmp_path / "study"
+    code, stdout, stderr = run_cli(str(space_file), "--out", str(out), "--trials", "2")
+    assert code == 0, stderr
+    runs = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines()]
+    assert [(r["trial"], r["seed"]) for r in runs] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    space = tune.load_space(space_file)
+    for r in runs:  # each run's cost follows its own summary
+        summary = json.loads((out / f"trial_{r['trial']:03d}" / f"seed_{r['seed']}" / "summary.json").read_text())
+        assert summary["env_steps"] == r["env_steps"] and summary["env_steps"] <= 6000 + 8 * 4 * 50
+        if r["reached"]:
+            assert r["cost"] == summary["target"]["env_steps"] <= r["env_steps"]
+            assert summary["target"]["success"] >= 0.3
+        else:
+            assert r["cost"] == pytest.approx(6000 * (2 - min(r["best"], 0.3) / 0.3))
+            assert summary["stopped"] == "max_env_steps"
+        assert set(r["params"]) == {"algo.lr", "algo.epochs", "policy.init_std"}
+        run_dir = out / f"trial_{r['trial']:03d}" / f"seed_{r['seed']}"
+        config = yaml.safe_load((run_dir / "resolved_config.yaml").read_text())
+        assert config["algo"]["epochs"] == r["params"]["algo.epochs"]
+        assert config["policy"]["init_std"] == r["params"]["policy.init_std"]
+        assert config["seed"] == r["seed"] and config["target_success"] == 0.3
+    study = tune.study(space, out)
+    values = {t.number: t.value for t in study.trials}
+    for trial in (0, 1):
+        costs = [r["cost"] for r in runs if r["trial"] == trial]
+        assert values[trial] == pytest.approx(sum(costs) / len(costs))
+    assert "| trial | state | value (M) | algo.lr | algo.epochs | policy.init_std |" in stdout
+    assert "best: trial " in stdout
+    # the same command with more trials resumes the study: trials 0 and 1 are not run again
+    code, stdout, _ = run_cli(str(space_file), "--out", str(out), "--trials", "3")
+    assert code == 0
+    runs = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines()]
+    assert [r["trial"] for r in runs] == [0, 0, 1, 1, 2, 2]
+    code, report_only, _ = run_cli(str(space_file), "--out", str(out), "--report")
+    assert code == 0 and len((out / "runs.jsonl").read_text().splitlines()) == 6
+    assert report_only.count("| complete |") + report_only.count("| pruned |") == 3
+
+
+def test_run_cost_counts_steps_to_target_and_ranks_censored_runs_by_how_far_they_got(tmp_path):
+    space_file = tmp_path / "space.yaml"
+    space_file.write_text(TINY)
+    space = tune.load_space(space_file)
+    reached = {"target": {"reached": True, "env_steps": 4096, "success": 0.35}, "eval": {"success_rate": 0.35},
+               "best_eval": 0.35}  # fmt: skip
+    assert tune.run_cost(space, reached, 0.0) == (4096.0, 0.35)
+    short = {"target": {"reached": False}, "eval": {"success_rate": 0.15}, "best_eval": 0.2}
+    assert tune.run_cost(space, short, 0.1) == (pytest.approx(6000 * (2 - 0.2 / 0.3)), 0.2)
+    assert tune.run_cost(space, short, 0.25)[0] == pytest.approx(6000 * (2 - 0.25 / 0.3))  # training success counts
+    nothing = {"target": {"reached": False}, "eval": {"success_rate": 0.0}, "best_eval": 0.0}
+    assert tune.run_cost(space, nothing, 0.0)[0] == 12000 > tune.run_cost(space, short, 0.1)[0] > 4096
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("experiment: reach_from_scratch\nparams: {}\n", "params is empty"),
+        ("experimnt: reach\nparams: {algo.lr: {low: 1, high: 2}}\n", "unknown key 'experimnt'"),
+        ("params: {algo.lr: {low: 0.01, high: 0.001}}\n", "needs numbers low < high"),
+        ("params: {algo.lr: {low: 0, high: 0.1, log: true}}\n", "low must be > 0"),
+        ("params: {algo.lr: [1, 2]}\n", r"must be \{low, high\[, log\]\} or \{choices"),
+        ("params: {algo.lr: {choices: []}}\n", "non-empty list"),
+        ("params: {algo.lr: {low: 1.0e-4, high: 2.0}}\n", "algo.lr=2.0"),  # out of the schema's range
+        ("params: {algo.group_size: {choices: [8, 0]}}\n", "algo.group_size=0"),
+        ("params: {algo.nonsense: {low: 1, high: 2}}\n", "nonsense"),
+        ("seeds: [-1]\nparams: {algo.lr: {low: 1.0e-4, high: 1.0e-3}}\n", "seeds must be"),
+    ],
+)
+def test_a_bad_search_space_is_one_line_before_any_work(tmp_path, text, message):
+    space_file = tmp_path / "bad.yaml"
+    space_file.write_text(text)
+    code, stdout, stderr = run_cli(str(space_file), "--out", str(tmp_path / "study"))
+    assert code == 2
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and str(space_file) in lines[0], stderr
+    assert re.search(message, lines[0]), lines[0]
+    assert not (tmp_path / "study").exists()
+
+
+def test_the_shipped_search_spaces_load():
+    for path in sorted((ROOT / "conf" / "tune").glob("*.yaml")):
+        space = tune.load_space(path)
+        assert space.params and space.target == 0.9 and 3 not in space.seeds  # 3-7 are for confirming
