@@ -41,7 +41,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if not args.report:
-        tune.run(space, args.out, args.trials, log=lambda line: print(line, flush=True))
+        try:
+            tune.run(space, args.out, args.trials, log=lambda line: print(line, flush=True))
+        except tune.TuneInterrupted as err:
+            print(f"error: the search stopped: {err}; the trial is left failed, run the command again to go on",
+                  file=sys.stderr)  # fmt: skip
+            return 1
     print("\n".join(tune.report(space, args.out)))
     return 0
 

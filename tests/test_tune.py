@@ -128,3 +128,26 @@ def test_the_shipped_search_spaces_load():
     for path in sorted((ROOT / "conf" / "tune").glob("*.yaml")):
         space = tune.load_space(path)
         assert space.params and space.target == 0.9 and 3 not in space.seeds  # 3-7 are for confirming
+
+
+def test_a_run_ended_by_a_signal_is_not_scored_and_stops_the_search(tmp_path, monkeypatch):
+    """An interrupted run is no measurement: the trial is left failed, nothing is appended to
+    runs.jsonl, the command says so in one line, and running it again goes on with a new trial."""
+    from grpo_robot.trainer import Trainer
+
+    space_file = tmp_path / "space.yaml"
+    space_file.write_text(TINY)
+    run = Trainer.run
+
+    def interrupted(self):
+        summary = run(self)
+        return {**summary, "stopped": "signal"}
+
+    monkeypatch.setattr(Trainer, "run", interrupted)
+    code, _, stderr = run_cli(str(space_file), "--out", str(tmp_path / "study"), "--trials", "1")
+    assert code == 1 and "the search stopped" in stderr and "ended by signal" in stderr
+    assert len([line for line in stderr.splitlines() if line.startswith("error")]) == 1
+    assert not (tmp_path / "study" / "runs.jsonl").exists()
+    monkeypatch.setattr(Trainer, "run", run)
+    code, stdout, _ = run_cli(str(space_file), "--out", str(tmp_path / "study"), "--trials", "1")
+    assert code == 0 and "| 0 | fail | - |" in stdout and "| 1 | complete |" in stdout

@@ -30,6 +30,11 @@ from grpo_robot.cli import compose_train_config as compose
 TUNE_KEYS = {"experiment", "overrides", "seeds", "target", "max_env_steps", "eval_every", "eval_seeds", "params"}
 
 
+class TuneInterrupted(RuntimeError):
+    """A trial's run ended by a signal or an error: the trial is not scored (it is left failed in
+    the study, and `run` stops); run the command again to go on."""
+
+
 @dataclass(frozen=True)
 class Param:
     """One searched key: a float or int range (`low`, `high`, `log`) or a list of `choices`."""
@@ -165,6 +170,9 @@ def train_one(space: Space, values: dict[str, Any], seed: int, run_dir: Path) ->
         summary = trainer.run()
     finally:
         trainer.close()
+    if summary.get("stopped") in ("signal", "error"):  # not a measurement: the search stops here
+        raise TuneInterrupted(f"{run_dir} ended by {summary['stopped']}"
+                              + (f": {summary['error']}" if summary.get("error") else ""))  # fmt: skip
     recent = sum(watch.recent) / len(watch.recent) if watch.recent else 0.0
     cost, best = run_cost(space, summary, recent)
     target = summary.get("target") or {}
@@ -177,6 +185,7 @@ def train_one(space: Space, values: dict[str, Any], seed: int, run_dir: Path) ->
 def study(space: Space, out: Path, sampler_seed: int = 0):
     import optuna
 
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
     out.mkdir(parents=True, exist_ok=True)
     return optuna.create_study(
         study_name="tune", storage=f"sqlite:///{out / 'study.db'}", load_if_exists=True, direction="minimize",
@@ -189,7 +198,6 @@ def run(space: Space, out: Path, trials: int, log: Callable[[str], None] = print
     """Run trials until the study holds `trials` finished or pruned ones; the study."""
     import optuna
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
     st = study(space, out)
 
     def objective(trial) -> float:
@@ -211,7 +219,7 @@ def run(space: Space, out: Path, trials: int, log: Callable[[str], None] = print
 
     done = lambda: sum(t.state.name in ("COMPLETE", "PRUNED") for t in st.trials)  # noqa: E731
     while done() < trials:
-        st.optimize(objective, n_trials=1)
+        st.optimize(objective, n_trials=1, catch=())
     return st
 
 
