@@ -94,7 +94,7 @@ class WorldRows:
     these rows are kept, so that a world's noise does not depend on how the batch is split across
     processes (rollout workers). Pass it where a policy's `sample` takes a generator."""
 
-    def __init__(self, generator: torch.Generator, start: int, stop: int, total: int) -> None:
+    def __init__(self, generator: torch.Generator | None, start: int, stop: int, total: int) -> None:
         if not 0 <= start < stop <= total:
             raise ValueError(f"rows {start}:{stop} of {total} worlds is not a slice of them")
         self.generator, self.start, self.stop, self.total = generator, start, stop, total
@@ -128,44 +128,42 @@ class SharedDraws:
             raise ValueError(f"rows {start}:{stop} of {self.total} worlds is not a slice of them")
         return _SharedRows(self, start, stop)
 
-    def _draw(self, k: int, kind: str, shape: Sequence[int], kwargs: dict) -> torch.Tensor:
+    def _draw(self, k: int, fn, shape: Sequence[int], kwargs: dict) -> torch.Tensor:
+        """The stream's k-th draw for all worlds (made now if no part has asked for it yet)."""
         tail = tuple(shape[1:])
         if k == len(self._draws):
-            full = (normal if kind == "randn" else uniform)(self.generator, (self.total, *tail), **kwargs)
-            self._draws.append((kind, tail, full))
+            full = (normal if fn is torch.randn else uniform)(self.generator, (self.total, *tail), **kwargs)
+            self._draws.append((fn.__name__, tail, full))
         drawn_kind, drawn_tail, full = self._draws[k]
-        if (drawn_kind, drawn_tail) != (kind, tail):
-            raise ValueError(f"draw {k} was {drawn_kind}{drawn_tail} for one part and {kind}{tail} for another")
+        if (drawn_kind, drawn_tail) != (fn.__name__, tail):
+            raise ValueError(f"draw {k} was {drawn_kind}{drawn_tail} for one part and {fn.__name__}{tail} for another")
         return full
 
 
-class _SharedRows:
-    def __init__(self, source: SharedDraws, start: int, stop: int) -> None:
-        self.source, self.start, self.stop, self.count = source, start, stop, 0
+class _SharedRows(WorldRows):
+    """Rows `start:stop` of a `SharedDraws`: its k-th draw is the source's k-th, made once."""
 
-    def _take(self, kind: str, shape: Sequence[int], kwargs: dict) -> torch.Tensor:
+    def __init__(self, source: SharedDraws, start: int, stop: int) -> None:
+        super().__init__(None, start, stop, source.total)
+        self.source, self.count = source, 0
+
+    def _draw(self, fn, shape: Sequence[int], **kwargs) -> torch.Tensor:
         if shape[0] != self.stop - self.start:
             raise ValueError(f"a draw for {shape[0]} worlds from rows {self.start}:{self.stop}")
-        full = self.source._draw(self.count, kind, shape, kwargs)
+        full = self.source._draw(self.count, fn, shape, kwargs)
         self.count += 1
         return full[self.start : self.stop]
-
-    def randn(self, shape: Sequence[int], **kwargs) -> torch.Tensor:
-        return self._take("randn", shape, kwargs)
-
-    def rand(self, shape: Sequence[int], **kwargs) -> torch.Tensor:
-        return self._take("rand", shape, kwargs)
 
 
 def normal(generator: torch.Generator | WorldRows | None, shape: Sequence[int], **kwargs) -> torch.Tensor:
     """Standard normal draws of `shape` (`[worlds, ...]`) from a generator or a `WorldRows`."""
-    if isinstance(generator, (WorldRows, _SharedRows)):
+    if isinstance(generator, WorldRows):
         return generator.randn(shape, **kwargs)
     return torch.randn(tuple(shape), generator=generator, **kwargs)
 
 
 def uniform(generator: torch.Generator | WorldRows | None, shape: Sequence[int], **kwargs) -> torch.Tensor:
     """Uniform [0, 1) draws of `shape` (`[worlds, ...]`) from a generator or a `WorldRows`."""
-    if isinstance(generator, (WorldRows, _SharedRows)):
+    if isinstance(generator, WorldRows):
         return generator.rand(shape, **kwargs)
     return torch.rand(tuple(shape), generator=generator, **kwargs)
