@@ -152,6 +152,7 @@ class Learner:
                     self._skipped(it)
                     continue
                 self.skipped_in_a_row = 0
+                policy.after_step()
                 for key, value in {**metrics, "grad_norm": grad_norm, "skipped_fraction": 0.0}.items():
                     stats.setdefault(key, []).append(float(value))
         return {k: float(np.mean(v)) for k, v in stats.items()}

@@ -2,6 +2,7 @@
 command line refuses bad configs."""
 
 import json
+import math
 import subprocess
 import sys
 import time
@@ -287,3 +288,27 @@ def test_renamed_keys_fail_with_the_new_name_and_old_checkpoints_still_load():
     cfg = to_train_config({"env": {"task": "Reach"}, **old})
     assert (cfg.algo.clip.high, cfg.algo.dynamic_sampling.enabled, cfg.algo.kl.beta) == (0.28, True, 0.1)
     assert cfg.algo.critic.vf_coef == 0.7 and migrate({"seed": 3}) == {"seed": 3}
+
+
+def test_max_std_bounds_the_learned_std_without_freezing_it(tmp_path):
+    """An entropy bonus raises the std at the optimizer's pace; `policy.max_std` stops it at the
+    bound (projected after every step), and from the bound the std can still come down."""
+    algo = AlgoConfig(group_size=8, groups_per_iter=4, epochs=4, minibatches=2, lr=0.05, entropy_coef=1.0)
+    free = Trainer(small_config(algo=algo, iterations=3), tmp_path / "free")
+    free.run()
+    free.close()
+    assert free.policy.log_std.exp().min() > 0.9  # 0.5 -> over 0.9 in 3 iterations
+    bounded = Trainer(small_config(algo=algo, iterations=3, policy=PolicyConfig(hidden_sizes=[64, 64], max_std=0.6)),
+                      tmp_path / "bounded")  # fmt: skip
+    bounded.run()
+    bounded.close()
+    log_std = bounded.policy.log_std.detach()
+    assert torch.equal(log_std, torch.full_like(log_std, math.log(0.6)))
+    # at the bound the parameter still has a gradient, so an objective for a narrower policy narrows it
+    policy = bounded.policy
+    optimizer = torch.optim.SGD([policy.log_std], lr=0.1)
+    _, entropy = policy.log_probs(torch.zeros(1, policy.obs_dim), torch.zeros(1, policy.action_dim))
+    entropy.sum().backward()
+    optimizer.step()  # descent on the entropy: narrower
+    policy.after_step()
+    assert (policy.log_std.detach() < math.log(0.6)).all()

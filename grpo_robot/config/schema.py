@@ -84,6 +84,10 @@ class PolicyConfig:
     obs_norm: bool = True  # running mean/std observation normalization
     # gaussian only
     init_std: float = 0.5  # initial action std (pre-squash)
+    # upper bound on the learned std (pre-squash), kept after every update; null: e (log-std 1).
+    # Unsquashed actions are clipped to [-1, 1], so a std past ~1 mostly adds saturated actions,
+    # while an entropy bonus, through Adam, raises the std at the learning rate's pace.
+    max_std: float | None = None
     state_dependent_std: bool = False  # log-std from a head instead of a free vector
     squash: bool = False  # tanh-squash actions (log-prob corrected); else clip to [-1, 1]
     # tokenized only
@@ -97,7 +101,8 @@ def policy_kwargs(cfg: PolicyConfig) -> dict[str, Any]:
     """The constructor arguments of `cfg.type` taken from `cfg`."""
     common = dict(hidden_sizes=list(cfg.hidden_sizes), activation=cfg.activation, obs_norm=cfg.obs_norm)
     if cfg.type == "gaussian":
-        return dict(common, init_std=cfg.init_std, state_dependent_std=cfg.state_dependent_std, squash=cfg.squash)
+        return dict(common, init_std=cfg.init_std, state_dependent_std=cfg.state_dependent_std, squash=cfg.squash,
+                    max_std=cfg.max_std)
     return dict(common, bins=cfg.bins, head=cfg.head, temperature=cfg.temperature, embed_dim=cfg.embed_dim)
 
 

@@ -96,6 +96,10 @@ class Policy(nn.Module):
         """Parameters that only set the exploration noise (kept fixed by BC unless asked)."""
         return []
 
+    def after_step(self) -> None:
+        """Called after every optimizer step that was kept: project parameters back onto their
+        allowed set (e.g. the Gaussian's std bound). Nothing by default."""
+
 
 def build_policy(policy_type: str, obs_dim: int, action_dim: int, **kwargs: Any) -> Policy:
     """A policy of `policy_type` (one of `POLICIES`)."""
