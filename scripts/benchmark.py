@@ -5,6 +5,7 @@
     python scripts/benchmark.py update [--device cpu cuda] [--minibatch 256 1024 4096 16384]
     python scripts/benchmark.py profile [--iterations 3]
     python scripts/benchmark.py train [--task LiftCube] [--algos grpo dr_grpo ppo] [--sb3-steps N]
+    python scripts/benchmark.py her [--seeds 0 1 2] [--target 0.95]
 
 - `envs`: the environment throughput table (batched backend against the physical limit and
   against Gymnasium's SyncVectorEnv); see grpo_robot/bench/envs.py.
@@ -19,6 +20,8 @@
   spends its time: physics, policy inference, bookkeeping, and the update.
 - `train`: time to a target success for GRPO, Dr. GRPO, PPO (and variants) from a BC start and
   from scratch, with Stable-Baselines3 PPO as an outside reference; see grpo_robot/bench/sweep.py.
+- `her`: GRPO on Gymnasium-Robotics FetchReach against Stable-Baselines3 SAC + HER, seed by seed
+  on the same machine, time to a target success; see grpo_robot/bench/her.py.
 
 Every table is printed with the machine and versions.
 """
@@ -26,9 +29,11 @@ Every table is printed with the machine and versions.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
+from pathlib import Path
 
-from grpo_robot.bench import envs, gym_envs, profile, results, sweep
+from grpo_robot.bench import envs, gym_envs, her, profile, results, sweep
 
 
 def cmd_envs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
@@ -60,6 +65,16 @@ def cmd_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None
     plot = s.out / f"{s.task}_success.png"
     results.plot_curves(records, plot, s.target)
     print(f"plot: {plot}")
+
+
+def cmd_her(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    b = her.HerBench(seeds=args.seeds, target=args.target, eval_seeds=args.eval_seeds,
+                     grpo_iterations=args.grpo_iterations, sb3_steps=args.sb3_steps,
+                     sb3_eval_every=args.sb3_eval_every, out=Path(args.out))  # fmt: skip
+    for missing in ("stable_baselines3", "gymnasium_robotics"):
+        if importlib.util.find_spec(missing) is None:
+            parser.error(f"{missing} is not installed: pip install -e \".[bench,fetch]\"")
+    print(her.benchmark(b, lambda line: print(line, flush=True)))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -100,9 +115,17 @@ def main(argv: list[str] | None = None) -> None:
     train.add_argument("--sb3-eval-every", type=int, default=d.sb3_eval_every,
                        help="SB3: env steps between evaluations")  # fmt: skip
     train.add_argument("--out", default=str(d.out), help="run dirs, results.json and the plot")
+    h, hd = sub.add_parser("her", help="GRPO against SB3 SAC + HER on FetchReach, time to target"), her.HerBench()
+    h.add_argument("--seeds", nargs="+", type=int, default=list(hd.seeds))
+    h.add_argument("--target", type=float, default=hd.target, help="held-out success that ends a run")
+    h.add_argument("--eval-seeds", type=int, default=hd.eval_seeds)
+    h.add_argument("--grpo-iterations", type=int, default=hd.grpo_iterations, help="at most, per GRPO run")
+    h.add_argument("--sb3-steps", type=int, default=hd.sb3_steps, help="at most, per SAC+HER run")
+    h.add_argument("--sb3-eval-every", type=int, default=hd.sb3_eval_every, help="SAC+HER: env steps per evaluation")
+    h.add_argument("--out", default=str(hd.out), help="GRPO run directories")
     args = parser.parse_args(argv)
     commands = {"envs": cmd_envs, "gym-envs": cmd_gym_envs, "update": cmd_update, "profile": cmd_profile,
-                "train": cmd_train}  # fmt: skip
+                "train": cmd_train, "her": cmd_her}  # fmt: skip
     commands[args.command](args, sub.choices[args.command])
 
 

@@ -54,3 +54,21 @@ def test_module_loads_without_stable_baselines3():
 
 def test_expert_row():
     assert expert_row("Reach", 4).startswith("| Reach | 4 | 100.0% | 0 | ")
+
+
+def test_her_table_reports_time_to_target_and_a_median_only_when_every_seed_got_there():
+    from grpo_robot.bench.her import table
+
+    def row(method, seed, target, success):
+        return {"method": method, "seed": seed, "target": target, "env_steps": 30_000, "seconds": 200.0,
+                "final_success": success}  # fmt: skip
+
+    rows = [row("A", 0, {"env_steps": 9_000, "train_seconds": 40.0}, 0.96),
+            row("A", 1, {"env_steps": 12_000, "train_seconds": 60.0}, 0.97),
+            row("B", 0, {"env_steps": 5_000, "train_seconds": 90.0}, 0.95),
+            row("B", 1, None, 0.80)]  # fmt: skip
+    text = table(rows, 0.95)
+    assert "| A | 0 | 9,000 | 40 s | 96% | 30,000 | 200 s |" in text
+    assert "| B | 1 | not reached | - | 80% | 30,000 | 200 s |" in text
+    assert "A: target reached on 2 of 2 seeds, median 50 s" in text
+    assert text.endswith("B: target reached on 1 of 2 seeds")  # no median of the seeds that got there
