@@ -67,6 +67,7 @@ TRAIN_ENV = [
 TRAIN_POLICY = [
     case("train", "policy.init_std=inf"),
     case("train", "policy.init_std=11"),
+    case("train", "policy.max_std=0.1", key="policy.max_std"),  # below init_std, where the std starts
     case("train", "policy=tokenized_factorized", "policy.temperature=inf", key="policy.temperature"),
     case("train", "policy.temperature=0"),
     case("train", "policy.bins=1"),
@@ -283,6 +284,7 @@ def test_a_bad_value_is_one_line_and_exit_code_2(command, overrides, key, tmp):
 MORE_TRAIN = [
     ("env.horizon", -5), ("env.nthread", 0), ("env.step_timeout_s", math.inf), ("env.step_timeout_s", -1.0),
     ("policy.init_std", math.nan), ("policy.init_std", 0.0), ("policy.init_std", -1.0), ("policy.temperature", 1000.0),
+    ("policy.max_std", 0.0), ("policy.max_std", math.inf), ("policy.max_std", 10.5),
     ("policy.temperature", -1.0), ("policy.embed_dim", 0), ("algo.lr", math.nan), ("algo.lr", 0.0), ("algo.lr", -1e-3),
     ("algo.entropy_coef", -0.1), ("algo.entropy_coef", 1e5), ("algo.adv_eps", -1.0), ("algo.adv_eps", 2.0),
     ("algo.max_grad_norm", 0.0), ("algo.max_grad_norm", -1.0), ("algo.minibatches", 0), ("algo.group_size", 0),
@@ -372,10 +374,10 @@ def test_evaluate_refuses_more_seeds_than_the_checkpoints_env_can_hold():
 # -- good edge values pass -------------------------------------------------------------------------
 
 GOOD_TRAIN = [
-    "algo.lr=1", "algo.lr=1e-8", "policy.init_std=10", "policy.init_std=1e-4", "env.nthread=1",
+    "algo.lr=1", "algo.lr=1e-8", "policy.init_std=10", "policy.init_std=1e-4", "policy.max_std=10", "env.nthread=1",
     f"env.nthread={usable_cores()}", "policy.temperature=100", "algo.kl.beta=1000", "algo.kl.beta=0",
     "algo.entropy_coef=1000", "algo.clip.high=10", "algo.clip.low=0.99", "algo.clip.dual=100", "algo.adv_eps=0",
-    "algo.adv_eps=1", "algo.epochs=1000", "algo.minibatches=512", "algo.max_grad_norm=null", "algo.max_grad_norm=1e6",
+    "algo.adv_eps=1", "algo.epochs=1000", "algo.minibatches=256", "algo.max_grad_norm=null", "algo.max_grad_norm=1e6",
     "algo.critic.gamma=1", "algo.critic.gae_lambda=0", "demos.noise=10", "demos.episodes=10000",
     "demos.max_attempts=1000000", "bc.lr=1", "bc.max_steps=1000000", "bc.val_fraction=0", "time_limit_min=525600",
     "+env.step_timeout_s=86400", "env.horizon=1", "env.horizon=1000", "iterations=1000000000",
@@ -449,16 +451,17 @@ def test_async_worlds_are_bounded_by_the_open_file_limit(monkeypatch):
 
     limits = {resource.RLIMIT_NOFILE: (1024, 1024), resource.RLIMIT_NPROC: (100, 100)}
     monkeypatch.setattr(resource, "getrlimit", lambda which: limits.get(which, (-1, -1)))
+    async16 = ("env=fetch_push", "env.vector=async", "algo.group_size=16")
     with pytest.raises(ConfigError, match=r"^env.vector='async' with 512 worlds .* may open 1,024 \(ulimit -n\)"):
-        validate(compose_train_config("env=fetch_push", "env.vector=async"))
+        validate(compose_train_config(*async16))
     with pytest.raises(ConfigError, match=r"^env.vector='async' with 128 worlds .* may run 100 \(ulimit -u\)"):
-        validate(compose_train_config("env=fetch_push", "env.vector=async", "algo.groups_per_iter=8"))
-    validate(compose_train_config("env=fetch_push", "env.vector=async", "algo.groups_per_iter=4"))
+        validate(compose_train_config(*async16, "algo.groups_per_iter=8"))
+    validate(compose_train_config(*async16, "algo.groups_per_iter=4"))
     validate(compose_train_config("env=fetch_push", "algo.groups_per_iter=64"))  # sync: no process per world
 
 
 def test_memory_is_estimated_before_anything_is_allocated():
-    cfg = compose_train_config()
+    cfg = compose_train_config("algo.group_size=16")
     est = estimate_memory(cfg)
     assert est.worlds == 512 and est.steps == 100 and 0 < est.total < 1e9  # PushCube: tens of MB
     huge = replaced(cfg, "env.horizon", 10**8)

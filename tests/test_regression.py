@@ -17,7 +17,7 @@ from grpo_robot.trainer import Trainer
 
 # every run: 3 iterations on the CPU, a short evaluation (it does not touch the weights)
 COMMON = ("device=cpu", "iterations=3", "eval_every=1000", "eval_seeds=4", "progress=false")
-# PushCube-v1 from scratch gives no success in 3 iterations (so no GRPO-family update): the
+# PushCube from scratch gives no success in 3 iterations (so no GRPO-family update): the
 # group-advantage variants run on Reach, where random rollouts succeed and every term is exercised.
 CASES = {
     "default": (),
@@ -29,12 +29,12 @@ CASES = {
     "bc_start": ("experiment=push_cube_bc", "bc.max_steps=300", "eval_every=1000"),
 }
 RECORDED = {
-    "default": "de1d0936eddfd5cfc6849b5f9145b2e1ff81e32907ccce519a81412c1b9fd7e6",
-    "ppo": "e613f96f4248ad08a08ae1a65677011bc05a1c0adcc456cb98a4274982f8a325",
-    "grpo_reach": "ea0f4eff90d119a48616b790b1db435c6a6640199724039bb93a969015d8c298",
-    "dr_grpo": "88831ef395282f62eee3fd93bf14437d4fda4d30db0b08b3fc1ed83939b17fa8",
-    "dapo_tokenized": "a56f28712557d387083cef109b3130df6b73333c00c2fc11b82246249080e649",
-    "gspo_autoregressive": "ba2a3e015b60a454aa4d467277c005eb6bfba4b05c214fef54c1f0702eb0b012",
+    "default": "0399d2c2adb189c9192def4b8e47bea1595ad0ec268267e308ce8cf61b010844",
+    "ppo": "89e0c91e46503d0d803b3e3e89bba916ee200f744c5979970d647f721febb25d",
+    "grpo_reach": "6236270bc992ed58a446d89cf749f9a8fd5013d0ff5b139729fe4c69f92a9aa5",
+    "dr_grpo": "bd7a09bc000535ddb0bba99d4bda44d4a42ad3659fb0250d0768e9a38dcae670",
+    "dapo_tokenized": "306e3dd77740187c0da8a03e9dd4ed368d7ca98c6fbb1428ad89830bdf96cfa8",
+    "gspo_autoregressive": "a37366a7a70d65e5e3845a8768345c8e82431988daa91034f55e55f58b2a1668",
     "bc_start": "75acd6524edf0f7fbb9160d1d20cd712f22407a2847a0e2ba73d7dbcebb7ee53",
 }
 
