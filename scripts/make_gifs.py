@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import grpo_robot  # noqa: F401  (before torch: sets the OpenMP wait policy)
+import grpo_robot  # noqa: F401  (before torch: sets how long OpenMP threads spin)
 from grpo_robot import checkpoint, video
 from grpo_robot.checkpoint import write_bytes_atomic
 from grpo_robot.config import to_train_config

@@ -178,3 +178,22 @@ def test_kinematic_reset_equals_a_full_forward_bit_for_bit(task_name):
         mujoco.mj_getState(m, d, full, FULLPHYSICS)
         assert np.array_equal(state, full) and np.array_equal(obs, d.sensordata), seed
         assert np.array_equal(mocap, d.mocap_pos.ravel()), seed
+
+
+def test_importing_grpo_robot_sets_a_short_openmp_spin_that_the_user_can_override():
+    """`import grpo_robot` (before torch) makes torch's OpenMP threads spin briefly, then sleep: the
+    update's back-to-back ops keep their threads, the physics keeps its cores. A value the user
+    set wins. Needs a fresh interpreter: the setting is read when OpenMP loads."""
+    import os
+    import subprocess
+    import sys
+
+    probe = (
+        "import grpo_robot, os; e = os.environ; print(e['GOMP_SPINCOUNT'], e['KMP_BLOCKTIME'], 'OMP_WAIT_POLICY' in e)"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("GOMP_SPINCOUNT", "KMP_BLOCKTIME", "OMP_WAIT_POLICY")}
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["100000", "1", "False"]  # spin about 1 ms; never sleep at once (passive)
+    env["GOMP_SPINCOUNT"] = "0"
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["0", "1", "False"]
