@@ -43,7 +43,7 @@ DATA = Path(__file__).parent / "data"
 MINARI = DATA / "minari" / "grpo-robot" / "fetch-push-expert-v0"
 ROBOMIMIC = DATA / "robomimic_lift_2demos.hdf5"
 # the tiny run every checkpoint variant comes from; resume= and init_from= use the same settings
-TRAIN = ("env=reach", "policy.hidden_sizes=[16]", "iterations=1", "eval_seeds=4", "algo.groups_per_iter=2",
+TRAIN = ("env=reach", "algo=grpo", "policy.hidden_sizes=[16]", "iterations=1", "eval_seeds=4", "algo.groups_per_iter=2",
          "algo.group_size=2", "progress=false")  # fmt: skip
 BC = ("bc.max_steps=4", "bc.eval_every=2")
 UNTRUSTED = ("is not a trusted checkpoint: it holds Python objects other than tensors and plain data, and is "

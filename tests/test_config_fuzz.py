@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from cli_harness import run_main
 
 from grpo_robot.cli import CONF_DIR, compose_train_config
 from grpo_robot.config import (
+    AlgoConfig,
     ConfigError,
     TrainConfig,
     register_configs,
@@ -472,3 +474,27 @@ def test_memory_is_estimated_before_anything_is_allocated():
             r"needs about [\d.]+ TB \(512 worlds x 100,000,000 steps x \d+ floats",
         ):
             check_memory(huge)  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in (Path(CONF_DIR) / "algo").glob("*.yaml")))
+def test_an_algo_on_the_command_line_replaces_the_default_jobs(name):
+    """The default job's tuned values live in its algo preset, so `algo=<name>` gets exactly that
+    preset over the schema's defaults, none of the default job's values (ppo with groups of 8 and
+    an entropy bonus would be neither PPO nor the search's GRPO)."""
+    import yaml
+
+    def own(preset: str) -> dict:  # a preset's keys over those of the presets it extends
+        raw = yaml.safe_load((Path(CONF_DIR) / "algo" / f"{preset}.yaml").read_text()) or {}
+        out: dict = {}
+        for parent in raw.pop("defaults", []):
+            if parent != "_self_":
+                out.update(own(parent))
+        return {**out, **raw}
+
+    algo = dataclasses.asdict(compose_train_config(f"algo={name}").algo)
+    expected = dataclasses.asdict(AlgoConfig())
+    for key, value in own(name).items():
+        expected[key] = {**expected[key], **value} if isinstance(value, dict) else value
+    assert algo == expected
+    default = dataclasses.asdict(compose_train_config().algo)
+    assert (default == algo) == (name == "grpo_from_scratch")

@@ -22,7 +22,7 @@ from grpo_robot.gym_vector import EnvFailure, GymGroupEnv
 from grpo_robot.hooks import Hook
 from grpo_robot.trainer import Trainer
 
-TINY = ["iterations=1", "eval_seeds=4", "algo.groups_per_iter=2", "algo.group_size=2", "progress=false"]
+TINY = ["algo=grpo", "iterations=1", "eval_seeds=4", "algo.groups_per_iter=2", "algo.group_size=2", "progress=false"]
 
 
 def toy(cls: str, **kw) -> EnvConfig:

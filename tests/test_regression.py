@@ -30,11 +30,11 @@ CASES = {
 }
 RECORDED = {
     "default": "0399d2c2adb189c9192def4b8e47bea1595ad0ec268267e308ce8cf61b010844",
-    "ppo": "89e0c91e46503d0d803b3e3e89bba916ee200f744c5979970d647f721febb25d",
+    "ppo": "2940f90dc08c2159c190e13f7f6d7eb2974aa7f1d73d8743fb8cb2a8beb1d45a",
     "grpo_reach": "6236270bc992ed58a446d89cf749f9a8fd5013d0ff5b139729fe4c69f92a9aa5",
-    "dr_grpo": "bd7a09bc000535ddb0bba99d4bda44d4a42ad3659fb0250d0768e9a38dcae670",
-    "dapo_tokenized": "306e3dd77740187c0da8a03e9dd4ed368d7ca98c6fbb1428ad89830bdf96cfa8",
-    "gspo_autoregressive": "a37366a7a70d65e5e3845a8768345c8e82431988daa91034f55e55f58b2a1668",
+    "dr_grpo": "d2c1399372cb7ed7239c7d8374dfd0b16a215ac17e1ae0dd2ab048726dc7467d",
+    "dapo_tokenized": "497bcbbc0595893adfd0ff466baa7535e9bef021a09cb7e0fbf0c35e73b29a15",
+    "gspo_autoregressive": "42e01e12e4211f0caff899954c5703a52a0651ece1b3a471df0e405a65dbbe69",
     "bc_start": "75acd6524edf0f7fbb9160d1d20cd712f22407a2847a0e2ba73d7dbcebb7ee53",
 }
 
