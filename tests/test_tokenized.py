@@ -1,5 +1,6 @@
 """The tokenized-action policy: bins, per-token log-probs, causal masking, and training."""
 
+import math
 from dataclasses import replace
 
 import pytest
@@ -153,3 +154,37 @@ def test_autoregressive_decoding_computes_the_trunk_once_and_samples_as_before(d
     expected_logp = torch.log_softmax(logits, -1).gather(-1, expected[..., None])[..., 0]
     assert torch.equal(tokens, expected) and torch.equal(logp, expected_logp)
     assert torch.equal(action, policy.centres[expected])
+
+
+def test_ordinal_logits_are_the_cumulative_log_odds_and_move_neighbouring_bins_together():
+    from grpo_robot.policies.tokenized import ordinal_logits
+
+    scores = torch.randn(3, 12, dtype=torch.float64)
+    logsig = torch.nn.functional.logsigmoid
+    direct = torch.stack([torch.stack([logsig(s[: k + 1]).sum() + logsig(-s[k + 1 :]).sum() for k in range(12)])
+                          for s in scores])  # fmt: skip
+    assert torch.allclose(ordinal_logits(scores), direct)
+    assert torch.allclose(torch.softmax(ordinal_logits(torch.zeros(12)), -1), torch.full((12,), 1 / 12))
+    # one gradient step up on bin 6's log-prob, from the uniform distribution: with free logits
+    # every other bin loses alike; with ordinal ones the neighbours gain and the far bins lose most
+    for kind, to_logits in (("free", lambda s: s), ("ordinal", ordinal_logits)):
+        s = torch.zeros(12, requires_grad=True)
+        torch.log_softmax(to_logits(s), -1)[6].backward()
+        p = torch.softmax(to_logits(s.detach() + 0.5 * s.grad), -1)
+        if kind == "free":
+            assert p[5] == pytest.approx(p[0]) and p[5] < 1 / 12
+        else:
+            assert p[5] > 1 / 12 and p[7] > 1 / 12 and p[0] < p[3] < p[5] and p[11] < p[9] < p[7]
+
+
+def test_ordinal_tokenized_policy_scores_its_own_samples():
+    torch.manual_seed(0)
+    policy = TokenizedPolicy(6, 4, bins=32, hidden_sizes=[32], obs_norm=False, bin_logits="ordinal")
+    obs = torch.randn(50, 6)
+    tokens, action, logp = policy.sample(obs)
+    rescored, entropy = policy.log_probs(obs, tokens)
+    assert torch.allclose(rescored, logp, atol=1e-5)
+    assert entropy.mean().item() == pytest.approx(math.log(32), rel=1e-3)  # near uniform at init
+    assert TokenizedPolicy(6, 4, **policy.init_kwargs()).init_kwargs()["bin_logits"] == "ordinal"
+    with pytest.raises(ValueError, match="bin_logits must be free or ordinal, got 'cumulative'"):
+        TokenizedPolicy(6, 4, bin_logits="cumulative")

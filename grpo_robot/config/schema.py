@@ -95,6 +95,9 @@ class PolicyConfig:
     head: str = choice("factorized", "autoregressive")  # (dimension d conditioned on tokens < d)
     temperature: float = 1.0  # divides the logits
     embed_dim: int = 16  # token embedding size of the autoregressive head
+    # free: one logit per bin | ordinal: each bin's logit sums the "past bin j" and "not past bin j"
+    # log-odds of the head's K scores, so raising one bin raises its neighbours (Tang & Agrawal 2020)
+    bin_logits: str = choice("free", "ordinal")
 
 
 def policy_kwargs(cfg: PolicyConfig) -> dict[str, Any]:
@@ -103,7 +106,8 @@ def policy_kwargs(cfg: PolicyConfig) -> dict[str, Any]:
     if cfg.type == "gaussian":
         return dict(common, init_std=cfg.init_std, state_dependent_std=cfg.state_dependent_std, squash=cfg.squash,
                     max_std=cfg.max_std)
-    return dict(common, bins=cfg.bins, head=cfg.head, temperature=cfg.temperature, embed_dim=cfg.embed_dim)
+    return dict(common, bins=cfg.bins, head=cfg.head, temperature=cfg.temperature, embed_dim=cfg.embed_dim,
+                bin_logits=cfg.bin_logits)
 
 
 @dataclass

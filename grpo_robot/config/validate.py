@@ -572,6 +572,8 @@ def _activation_floats(pol: PolicyConfig, action_dim: int, critic: bool) -> int:
     head = 2 * a
     if pol.type == "tokenized":
         head = 3 * a * pol.bins  # logits, log-softmax, probabilities (entropy)
+        if pol.bin_logits == "ordinal":
+            head += 4 * a * pol.bins  # both log-sigmoids and their running sums
         if pol.head == "autoregressive":
             head += a * (2 * h + a + a * pol.embed_dim + 3 * pol.bins)
     return 2 * ((2 if critic else 1) * sum(pol.hidden_sizes) + head)

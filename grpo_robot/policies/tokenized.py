@@ -21,6 +21,16 @@ def to_tokens(action: torch.Tensor, bins: int) -> torch.Tensor:
     return ((action.clamp(-1.0, 1.0) + 1.0) * (bins / 2.0)).floor().long().clamp(0, bins - 1)
 
 
+def ordinal_logits(scores: torch.Tensor) -> torch.Tensor:
+    """Logits `[..., K]` of an ordinal categorical from K scores `[..., K]` (Tang & Agrawal, AAAI
+    2020): score j is the log-odds that the action lies past bin j, and bin k's logit is
+    sum_{j<=k} log sigmoid(s_j) + sum_{j>k} log sigmoid(-s_j). Neighbouring bins share all but a few
+    terms, so a gradient step on one bin moves its neighbours with it, as a step on a Gaussian's
+    mean moves the whole density. Zero scores give the uniform distribution."""
+    past, before = F.logsigmoid(scores).cumsum(-1), F.logsigmoid(-scores).cumsum(-1)
+    return past + (before[..., -1:] - before)
+
+
 def sample_categorical(logits: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
     """One draw per row of `logits [..., K]` -> long `[...]`, by inverse CDF: the first bin whose
     cumulative probability exceeds a uniform draw. A bin of probability 0 is never chosen. On the
@@ -41,6 +51,7 @@ class TokenizedPolicy(Policy):
     the trunk features, a one-hot of d and the embeddings of the earlier tokens (later ones
     masked to zero), so token d never sees tokens >= d. The correction starts near zero, so the
     head learns the per-dimension mapping as fast as the factorized one and adds dependencies.
+    `bin_logits="ordinal"` makes each dimension's logits an `ordinal_logits` of its scores.
     Temperature divides the logits for sampling and scoring alike; deterministic mode is argmax.
     """
 
@@ -57,10 +68,13 @@ class TokenizedPolicy(Policy):
         temperature: float = 1.0,
         embed_dim: int = 16,
         obs_norm: bool = True,
+        bin_logits: str = "free",
     ) -> None:
         super().__init__(obs_dim, action_dim, obs_norm)
         if head not in ("factorized", "autoregressive"):
             raise ValueError(f"head must be factorized or autoregressive, got {head!r}")
+        if bin_logits not in ("free", "ordinal"):
+            raise ValueError(f"bin_logits must be free or ordinal, got {bin_logits!r}")
         self._kwargs = dict(
             bins=bins,
             head=head,
@@ -69,8 +83,9 @@ class TokenizedPolicy(Policy):
             temperature=temperature,
             embed_dim=embed_dim,
             obs_norm=obs_norm,
+            bin_logits=bin_logits,
         )
-        self.bins, self.head, self.temperature = bins, head, temperature
+        self.bins, self.head, self.temperature, self.ordinal = bins, head, temperature, bin_logits == "ordinal"
         self.register_buffer("centres", bin_centres(bins))
         hidden = hidden_sizes[-1]
         self.trunk = mlp([obs_dim, *hidden_sizes], activation).append(ACTIVATIONS[activation]())
@@ -96,7 +111,8 @@ class TokenizedPolicy(Policy):
         return self._logits(*self._trunk_out(obs), tokens)
 
     def _trunk_out(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """What does not depend on the tokens: (trunk features [..., H], factorized logits [..., D, K])."""
+        """What does not depend on the tokens: (trunk features [..., H], the factorized head's
+        scores [..., D, K]: logits, or the ordinal scores `ordinal_logits` turns into logits)."""
         features = self.trunk(self.obs_norm(obs))
         return features, self.logits_head(features).view(*features.shape[:-1], self.action_dim, self.bins)
 
@@ -118,7 +134,9 @@ class TokenizedPolicy(Policy):
                 dim=-1,
             )
             out = out + self.cond_head(inputs)
-        return out / self.temperature
+        if self.ordinal:
+            out = ordinal_logits(out)
+        return out if self.temperature == 1.0 else out / self.temperature  # x / 1 is x: skip the pass
 
     def sample(self, obs, generator=None, deterministic=False):
         batch = obs.shape[:-1]
