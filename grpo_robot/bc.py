@@ -111,6 +111,7 @@ def behaviour_clone(policy: Policy, data: DemoDataset, cfg: BCConfig, device: to
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
+        policy.after_step()  # the std's or temperature's bounds, when BC fits them
         window.append(loss.item())
         if step % cfg.eval_every and step != cfg.max_steps:
             continue

@@ -14,6 +14,7 @@ temporary file remains.
 from __future__ import annotations
 
 import errno
+import inspect
 import io
 import numbers
 import os
@@ -396,7 +397,19 @@ def policy_from_record(record: dict[str, Any], device: str | torch.device = "cpu
 # architecture keys that must match between an init_from checkpoint and the config; the
 # others (temperature, init_std) are sampling settings or superseded by the loaded weights
 ARCHITECTURE_KEYS = ("hidden_sizes", "activation", "obs_norm", "state_dependent_std", "squash", "bins", "head",
-                     "embed_dim")  # fmt: skip
+                     "embed_dim", "learn_temperature")  # fmt: skip
+
+
+def _full_kwargs(kind: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """`kwargs` with the constructor's defaults for the keys it lacks: a checkpoint written before
+    an option existed was built with that option's default."""
+    from grpo_robot.policies.base import POLICIES
+
+    if kind not in POLICIES or not isinstance(kwargs, dict):
+        return kwargs
+    params = inspect.signature(POLICIES[kind].__init__).parameters.values()
+    defaults = {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
+    return {**{k: v for k, v in defaults.items() if k not in ("obs_dim", "action_dim")}, **kwargs}
 
 
 def initial_policy_weights(path: str, cfg, env, device: torch.device) -> dict[str, torch.Tensor]:
@@ -423,12 +436,10 @@ def initial_policy_weights(path: str, cfg, env, device: torch.device) -> dict[st
             f"{where} has obs_dim={record['obs_dim']}, action_dim={record['action_dim']}, but {env.name} has "
             f"obs_dim={env.obs_dim}, action_dim={env.action_dim}"
         )
-    mine = policy_kwargs(cfg.policy)
+    mine, theirs = policy_kwargs(cfg.policy), _full_kwargs(record["type"], record["kwargs"])
     for key in ARCHITECTURE_KEYS:
-        if key in mine and key in record["kwargs"] and record["kwargs"][key] != mine[key]:
-            raise ValueError(
-                f"{where} has policy.{key}={record['kwargs'][key]!r}, but the config has policy.{key}={mine[key]!r}"
-            )
+        if key in mine and key in theirs and theirs[key] != mine[key]:
+            raise ValueError(f"{where} has policy.{key}={theirs[key]!r}, but the config has policy.{key}={mine[key]!r}")
     return record["state_dict"]
 
 
@@ -439,6 +450,7 @@ def check_resumable(ckpt: dict[str, Any], policy: Policy, needs_reference: bool,
     path = getattr(ckpt, "path", None) or "the checkpoint"
     check(ckpt, path, "resume")
     record, mine = ckpt["policy"], policy_record(policy)
+    record = {**record, "kwargs": _full_kwargs(record["type"], record["kwargs"])}
     for key in ("type", "obs_dim", "action_dim", "kwargs"):
         if record[key] != mine[key]:
             raise CheckpointError(f"cannot resume from {path}: its policy {key}={record[key]!r}, the config gives "

@@ -6,6 +6,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
+from cli_harness import run_main
 from test_train import run_cli, small_config
 
 from grpo_robot import checkpoint
@@ -104,6 +105,15 @@ def test_bc_keeps_the_exploration_std_unless_asked():
             assert std.mean() < 0.27, std
         else:
             torch.testing.assert_close(std, torch.full_like(std, 0.3))
+    for learn_std in (False, True):  # a tokenized policy's learned temperature alike
+        policy = build_policy("tokenized", data.obs_dim, data.action_dim, hidden_sizes=[32], bins=16,
+                              temperature=1.5, learn_temperature=True)  # fmt: skip
+        behaviour_clone(policy, data, BCConfig(max_steps=300, val_fraction=0.0, learn_std=learn_std))
+        temperature = policy.log_temperature.detach().exp()
+        if learn_std:
+            assert not torch.allclose(temperature, torch.full_like(temperature, 1.5)), temperature
+        else:
+            torch.testing.assert_close(temperature, torch.full_like(temperature, 1.5))
 
 
 def make_bc_checkpoint(tmp_path, task="Reach", kind="gaussian", episodes=4, **policy):
@@ -190,33 +200,32 @@ def test_pretrain_pipeline_in_one_run(tmp_path):
     assert (tmp_path / "checkpoints" / "last.pt").is_file()
 
 
-def test_demo_scripts_then_training_from_the_clone(tmp_path):
+def test_demo_scripts_then_training_from_the_clone(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the entry points in this process, as the scripts run them
     demos = tmp_path / "reach.npz"
-    out = run_cli("collect_demos.py", "task=Reach", "demos.episodes=5", f"output={demos}", cwd=tmp_path)
-    assert out.returncode == 0, out.stderr
+    out = run_main("collect_demos", "task=Reach", "demos.episodes=5", f"output={demos}")
+    assert out.code == 0, out.stderr
     assert "kept 5 of 5" in out.stdout
     assert json.loads(demos.with_suffix(".json").read_text())["episodes"] == 5
     bc = tmp_path / "bc.pt"
     args = ("policy.hidden_sizes=[64,64]", "bc.max_steps=300")
-    out = run_cli("pretrain_bc.py", f"dataset={demos}", *args, "eval_seeds=20", f"output={bc}", cwd=tmp_path)
-    assert out.returncode == 0, out.stderr
+    out = run_main("pretrain_bc", f"dataset={demos}", *args, "eval_seeds=20", f"output={bc}")
+    assert out.code == 0, out.stderr
     assert "held-out seeds: success" in out.stdout
-    out = run_cli("evaluate.py", f"checkpoint={bc}", "n_seeds=20", cwd=tmp_path)  # a clone evaluates like any run
-    assert out.returncode == 0 and "Reach, deterministic" in out.stdout, out.stderr
-    out = run_cli(
-        "train.py", "env=reach", f"init_from={bc}", *args[:1], "iterations=1", "algo.groups_per_iter=4",
-        "eval_seeds=10", f"hydra.run.dir={tmp_path / 'run'}", "progress=false", cwd=tmp_path,
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr
-    # a mismatch is one line naming both sides, before any work
+    out = run_main("evaluate", f"checkpoint={bc}", "n_seeds=20")  # a clone evaluates like any run
+    assert out.code == 0 and "Reach, deterministic" in out.stdout, out.stderr
+    out = run_main("train", "env=reach", f"init_from={bc}", *args[:1], "iterations=1", "algo.groups_per_iter=4",
+                   "eval_seeds=10", f"hydra.run.dir={tmp_path / 'run'}", "progress=false")  # fmt: skip
+    assert out.code == 0, out.stderr
+    # a mismatch is one line naming both sides, before any work: the script in its own process
     run_dir = f"hydra.run.dir={tmp_path / 'x'}"
     out = run_cli("train.py", "env=reach", f"init_from={bc}", "iterations=1", run_dir, cwd=tmp_path)
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [
         f"error: init_from={bc} has policy.hidden_sizes=[64, 64], but the config has policy.hidden_sizes=[128, 128]"
     ]
-    out = run_cli("pretrain_bc.py", f"dataset={tmp_path / 'missing.npz'}", cwd=tmp_path)
-    assert out.returncode == 2 and "no demo dataset at" in out.stderr
+    out = run_main("pretrain_bc", f"dataset={tmp_path / 'missing.npz'}")
+    assert out.code == 2 and "no demo dataset at" in out.stderr
 
 
 def test_demo_training_and_evaluation_seeds_never_meet():
@@ -229,3 +238,26 @@ def test_demo_training_and_evaluation_seeds_never_meet():
         demo_seeds(0, DEMO_SEEDS_PER_RUN - 1, 2)
     with pytest.raises(ValueError, match=r"seed=1000 is invalid: must be in \[0, 1000\)"):
         collect_demos("Reach", 1, seed=1000)
+
+
+def test_a_checkpoint_from_before_an_option_existed_reads_as_the_options_default(tmp_path):
+    path, _ = make_bc_checkpoint(tmp_path, "Reach", "tokenized", bins=16)
+    old = checkpoint.load(path)
+    for key in ("learn_temperature", "bin_logits"):  # options added after such checkpoints were written
+        del old["policy"]["kwargs"][key]
+    checkpoint.save_atomic(dict(old), tmp_path / "old.pt")
+    tok = PolicyConfig(type="tokenized", hidden_sizes=[64, 64], bins=16)
+    cfg = small_config(init_from=str(tmp_path / "old.pt"), policy=tok, iterations=1, eval_seeds=8)
+    Trainer(cfg, tmp_path / "a").run()
+    learned = replace(cfg, policy=replace(tok, learn_temperature=True))
+    refused = "policy.learn_temperature=False, but the config has policy.learn_temperature=True"
+    with pytest.raises(ValueError, match=refused):
+        Trainer(learned, tmp_path / "b")
+    # a training checkpoint without the keys resumes under the config that gives their defaults
+    last = checkpoint.load(tmp_path / "a" / "checkpoints" / "last.pt")
+    for key in ("learn_temperature", "bin_logits"):
+        del last["policy"]["kwargs"][key]
+    trainer = Trainer(replace(cfg, init_from=None), tmp_path / "c")
+    checkpoint.check_resumable(last, trainer.policy, False, False)
+    with pytest.raises(checkpoint.CheckpointError, match="'learn_temperature': False"):
+        checkpoint.check_resumable(last, Trainer(replace(learned, init_from=None), tmp_path / "d").policy, False, False)

@@ -190,3 +190,38 @@ def test_ordinal_tokenized_policy_scores_its_own_samples():
     assert TokenizedPolicy(6, 4, **policy.init_kwargs()).init_kwargs()["bin_logits"] == "ordinal"
     with pytest.raises(ValueError, match="bin_logits must be free or ordinal, got 'cumulative'"):
         TokenizedPolicy(6, 4, bin_logits="cumulative")
+
+
+def test_a_learned_temperature_starts_at_the_setting_sharpens_where_modes_win_and_stays_in_bounds():
+    from grpo_robot.policies.tokenized import LOG_TEMPERATURE_MAX, LOG_TEMPERATURE_MIN
+
+    torch.manual_seed(0)
+    fixed = TokenizedPolicy(6, 4, bins=16, hidden_sizes=[32], obs_norm=False, temperature=0.7)
+    learned = TokenizedPolicy(6, 4, bins=16, hidden_sizes=[32], obs_norm=False, temperature=0.7, learn_temperature=True)
+    learned.load_state_dict({**fixed.state_dict(), "log_temperature": learned.log_temperature.detach()}, strict=True)
+    obs = torch.randn(64, 6)
+    torch.testing.assert_close(learned.logits(obs), fixed.logits(obs))  # starts at policy.temperature
+    assert learned.std_parameters() == [learned.log_temperature] and fixed.std_parameters() == []
+    tokens, _, logp = learned.sample(obs)
+    torch.testing.assert_close(learned.log_probs(obs, tokens)[0], logp)
+    # raising the likelihood of each state's most likely bins only (the successes sit at the modes)
+    # sharpens every dimension at once through the temperature
+    opt = torch.optim.SGD([learned.log_temperature], lr=0.5)
+    modes = learned.sample(obs, deterministic=True)[0]
+    for _ in range(20):
+        opt.zero_grad()
+        (-learned.log_probs(obs, modes)[0].sum(-1).mean()).backward()
+        opt.step()
+        learned.after_step()
+    temperature = learned.log_temperature.detach().exp()
+    assert (temperature < 0.7).all(), temperature
+    with torch.no_grad():
+        learned.log_temperature.fill_(10.0)
+    learned.after_step()
+    assert learned.log_temperature.max().item() == pytest.approx(LOG_TEMPERATURE_MAX)
+    with torch.no_grad():
+        learned.log_temperature.fill_(-10.0)
+    learned.after_step()
+    assert learned.log_temperature.min().item() == pytest.approx(LOG_TEMPERATURE_MIN)
+    rebuilt = TokenizedPolicy(6, 4, **learned.init_kwargs())
+    rebuilt.load_state_dict(learned.state_dict())  # the kwargs rebuild the same parameters

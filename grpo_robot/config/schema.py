@@ -94,6 +94,9 @@ class PolicyConfig:
     bins: int = 256  # K uniform bins over [-1, 1] per action dimension
     head: str = choice("factorized", "autoregressive")  # (dimension d conditioned on tokens < d)
     temperature: float = 1.0  # divides the logits
+    # a learned temperature per action dimension, starting at `temperature`: one knob per
+    # dimension that sharpens or widens every state's categorical at once, as a Gaussian's log-std does
+    learn_temperature: bool = False
     embed_dim: int = 16  # token embedding size of the autoregressive head
     # free: one logit per bin | ordinal: each bin's logit sums the "past bin j" and "not past bin j"
     # log-odds of the head's K scores, so raising one bin raises its neighbours (Tang & Agrawal 2020)
@@ -107,7 +110,7 @@ def policy_kwargs(cfg: PolicyConfig) -> dict[str, Any]:
         return dict(common, init_std=cfg.init_std, state_dependent_std=cfg.state_dependent_std, squash=cfg.squash,
                     max_std=cfg.max_std)
     return dict(common, bins=cfg.bins, head=cfg.head, temperature=cfg.temperature, embed_dim=cfg.embed_dim,
-                bin_logits=cfg.bin_logits)
+                bin_logits=cfg.bin_logits, learn_temperature=cfg.learn_temperature)
 
 
 @dataclass
@@ -207,7 +210,9 @@ class BCConfig:
     val_fraction: float = 0.2  # episodes held out for early stopping (at least one)
     eval_every: int = 50  # gradient steps between validation checks
     patience: int = 20  # checks without a lower held-out action error before stopping
-    learn_std: bool = False  # gaussian: also fit the std (else it stays at policy.init_std for exploration)
+    # also fit the Gaussian's std (else it stays at policy.init_std for exploration), or a tokenized
+    # policy's learned temperature (else it stays at policy.temperature)
+    learn_std: bool = False
     token_sigma: float = 8.0  # tokenized: targets are a Gaussian this many bins wide around the action; 0 = one-hot
     labels: str = choice("expert", "executed")  # expert: the expert's clean actions | executed: the noisy actions taken
     seed: int = 0  # split, shuffling and initial weights

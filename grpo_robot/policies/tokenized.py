@@ -3,12 +3,17 @@ discretized into K uniform bins over [-1, 1] and executed at the bin centre."""
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from grpo_robot.policies.base import ACTIVATIONS, Policy, mlp, register_policy
 from grpo_robot.seeding import uniform
+
+# bounds of a learned log-temperature: down to a near-argmax policy (0.02), up to a near-uniform one
+LOG_TEMPERATURE_MIN, LOG_TEMPERATURE_MAX = math.log(0.02), math.log(50.0)
 
 
 def bin_centres(bins: int) -> torch.Tensor:
@@ -69,6 +74,7 @@ class TokenizedPolicy(Policy):
         embed_dim: int = 16,
         obs_norm: bool = True,
         bin_logits: str = "free",
+        learn_temperature: bool = False,
     ) -> None:
         super().__init__(obs_dim, action_dim, obs_norm)
         if head not in ("factorized", "autoregressive"):
@@ -84,9 +90,14 @@ class TokenizedPolicy(Policy):
             embed_dim=embed_dim,
             obs_norm=obs_norm,
             bin_logits=bin_logits,
+            learn_temperature=learn_temperature,
         )
         self.bins, self.head, self.temperature, self.ordinal = bins, head, temperature, bin_logits == "ordinal"
         self.register_buffer("centres", bin_centres(bins))
+        if learn_temperature:
+            self.log_temperature = nn.Parameter(torch.full((action_dim, 1), math.log(temperature)))
+        else:
+            self.log_temperature = None
         hidden = hidden_sizes[-1]
         self.trunk = mlp([obs_dim, *hidden_sizes], activation).append(ACTIVATIONS[activation]())
         self.logits_head = mlp([hidden, action_dim * bins], activation, out_scale=0.01)
@@ -136,6 +147,8 @@ class TokenizedPolicy(Policy):
             out = out + self.cond_head(inputs)
         if self.ordinal:
             out = ordinal_logits(out)
+        if self.log_temperature is not None:
+            return out * torch.exp(-self.log_temperature)
         return out if self.temperature == 1.0 else out / self.temperature  # x / 1 is x: skip the pass
 
     def sample(self, obs, generator=None, deterministic=False):
@@ -157,6 +170,15 @@ class TokenizedPolicy(Policy):
         if deterministic:
             return logits.argmax(-1)
         return sample_categorical(logits, generator)
+
+    def std_parameters(self):
+        return [] if self.log_temperature is None else [self.log_temperature]
+
+    @torch.no_grad()
+    def after_step(self):
+        # projected after each step, not clamped in `_logits`: a clamped parameter gets no gradient
+        if self.log_temperature is not None:
+            self.log_temperature.clamp_(LOG_TEMPERATURE_MIN, LOG_TEMPERATURE_MAX)
 
     def raw_from_action(self, action):
         return to_tokens(action, self.bins)
