@@ -80,42 +80,42 @@ def resume_to(run_dir: Path, iterations: int) -> dict:
     return state(run_dir / "checkpoints" / "last.pt")
 
 
-@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_a_signal_saves_the_iteration_and_the_resume_is_bit_identical(tmp_path, signum, code):
-    run_dir = tmp_path / "run"
-    proc = start_training(run_dir)
-    training_started(run_dir, proc)
-    proc.send_signal(signum)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == code, err
-    lines = [line for line in err.splitlines() if line.strip()]
-    name = signal.Signals(signum).name
-    summary = json.loads((run_dir / "summary.json").read_text())
-    k = summary["iterations"]
-    assert lines == [f"stopped by {name}: saved iteration {k} to {run_dir}/checkpoints/last.pt; continue with: "
-                     f"python scripts/train.py resume={run_dir}"]  # fmt: skip
-    assert summary["stopped"] == "signal" and summary["signal"] == name and k >= 1
-    saved = state(run_dir / "checkpoints" / "last.pt")
-    assert saved["iteration"] == k
-    assert list((run_dir / "tb").iterdir())  # TensorBoard flushed its events
-    assert not list(run_dir.rglob("*.tmp"))
-    assert_same_training_state(resume_to(run_dir, k + 2), uninterrupted(tmp_path, k + 2))
-    assert (run_dir / ".hydra" / "resume-1" / "overrides.yaml").exists()  # the first run's .hydra kept
-
-
-def test_a_second_ctrl_c_exits_at_once_with_the_last_completed_iteration(tmp_path):
-    run_dir = tmp_path / "run"
-    proc = start_training(run_dir)
-    training_started(run_dir, proc)
-    proc.send_signal(signal.SIGINT)
-    time.sleep(0.005)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+def test_signals_save_the_iteration_and_the_resume_is_bit_identical(tmp_path):
+    """SIGINT, SIGTERM and a second Ctrl-C, each to its own training process; the three run side
+    by side (one process start-up and warm-up for all three instead of one each)."""
+    cases = {"int": [signal.SIGINT], "term": [signal.SIGTERM], "twice": [signal.SIGINT, signal.SIGINT]}
+    procs = {case: start_training(tmp_path / case) for case in cases}
+    for case, proc in procs.items():
+        training_started(tmp_path / case, proc)
+    for case, signals in cases.items():
+        for i, signum in enumerate(signals):
+            if i:
+                time.sleep(0.005)  # the second Ctrl-C while the first one's save is under way
+            procs[case].send_signal(signum)
+    errs = {}
+    for case, proc in procs.items():
+        _, errs[case] = proc.communicate(timeout=60)
+        assert proc.returncode == {"int": 130, "term": 143, "twice": 130}[case], (case, errs[case])
+    for case in ("int", "term"):
+        run_dir, err, name = tmp_path / case, errs[case], cases[case][0].name
+        lines = [line for line in err.splitlines() if line.strip()]
+        summary = json.loads((run_dir / "summary.json").read_text())
+        k = summary["iterations"]
+        assert lines == [f"stopped by {name}: saved iteration {k} to {run_dir}/checkpoints/last.pt; continue with: "
+                         f"python scripts/train.py resume={run_dir}"]  # fmt: skip
+        assert summary["stopped"] == "signal" and summary["signal"] == name and k >= 1
+        saved = state(run_dir / "checkpoints" / "last.pt")
+        assert saved["iteration"] == k
+        assert list((run_dir / "tb").iterdir())  # TensorBoard flushed its events
+        assert not list(run_dir.rglob("*.tmp"))
+        assert_same_training_state(resume_to(run_dir, k + 2), uninterrupted(tmp_path, k + 2))
+        assert (run_dir / ".hydra" / "resume-1" / "overrides.yaml").exists()  # the first run's .hydra kept
+    # a second Ctrl-C exits at once, with the last completed iteration
+    run_dir = tmp_path / "twice"
     summary = json.loads((run_dir / "summary.json").read_text())
     saved = state(run_dir / "checkpoints" / "last.pt")
     assert saved["iteration"] == summary["iterations"] >= 1 and summary["stopped"] == "signal"
-    assert len([line for line in err.splitlines() if line.strip()]) == 1
+    assert len([line for line in errs["twice"].splitlines() if line.strip()]) == 1
     assert not list(run_dir.rglob("*.tmp"))
 
 
