@@ -8,6 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
+from cli_harness import run_main
 from test_train import ROOT, run_cli, small_config
 
 from grpo_robot.config import ConfigError, DemoConfig, EnvConfig, env_config, to_train_config
@@ -193,7 +194,9 @@ def test_training_on_a_gymnasium_env_learns_and_checkpoints(tmp_path):
     assert resumed.iteration == 12
 
 
-def test_cli_trains_and_evaluates_a_registered_gym_env(tmp_path):
+def test_cli_trains_and_evaluates_a_registered_gym_env(tmp_path, monkeypatch):
+    """Training in its own process finds toy_envs.py in its working directory; evaluation and a bad
+    env id run the same entry points in this process."""
     run_dir = tmp_path / "run"
     args = ["env=gym", "env.id=toy/PointReach-v0", "env.import=[toy_envs]", "algo.group_size=4",
             "algo.groups_per_iter=4", "iterations=2", "eval_seeds=20", "progress=false",
@@ -202,24 +205,23 @@ def test_cli_trains_and_evaluates_a_registered_gym_env(tmp_path):
     assert result.returncode == 0, result.stderr
     assert (run_dir / "checkpoints" / "last.pt").is_file()
     assert "import:\n  - toy_envs" in (run_dir / "resolved_config.yaml").read_text()
-    result = run_cli("evaluate.py", f"checkpoint={run_dir}", "n_seeds=24", cwd=ROOT / "tests")
-    assert result.returncode == 0, result.stderr
+    monkeypatch.chdir(ROOT / "tests")
+    result = run_main("evaluate", f"checkpoint={run_dir}", "n_seeds=24")
+    assert result.code == 0, result.stderr
     record = json.loads(next(run_dir.glob("checkpoints/*_eval_24_deterministic.json")).read_text())
     assert not (ROOT / "tests" / "evaluate.log").exists()  # the evaluation writes only its JSON
     assert record["task"] == "toy/PointReach-v0" and record["n"] == 24  # 24 seeds on 16 worlds: two chunks
-    bad = run_cli("train.py", "env=gym", "env.id=toy/PointReach-v9", "env.import=[toy_envs]",
-                  f"hydra.run.dir={run_dir.parent / 'bad'}", cwd=ROOT / "tests")  # fmt: skip
-    assert bad.returncode == 2
-    assert bad.stderr.strip().splitlines()[-1].startswith("error: env.id='toy/PointReach-v9' is not a registered")
-    assert "close matches: toy/PointReach-v0" in bad.stderr
+    bad = run_main("train", "env=gym", "env.id=toy/PointReach-v9", "env.import=[toy_envs]",
+                   f"hydra.run.dir={run_dir.parent / 'bad'}")  # fmt: skip
+    assert bad.code == 2 and len(bad.error_lines) == 1, bad.stderr
+    assert bad.error_lines[0].startswith("error: env.id='toy/PointReach-v9' is not a registered")
+    assert "close matches: toy/PointReach-v0" in bad.error_lines[0]
 
 
 def test_custom_envs_doc_example_runs_as_written(tmp_path, monkeypatch):
     """docs/custom_envs.md: its module, saved as my_envs.py, imported and checked here; then its
     command, run from the module's directory, trains to the result the page states."""
     import re
-    import subprocess
-    import sys
 
     doc = (ROOT / "docs" / "custom_envs.md").read_text()
     code = re.search(r"```python\n(.*?)```", doc, re.S).group(1)
@@ -238,10 +240,10 @@ def test_custom_envs_doc_example_runs_as_written(tmp_path, monkeypatch):
     env.step(np.zeros((4, 2)))
     assert env.success.tolist() == [False, False, True, False] and env.terminated[2]
 
-    args = command.group(1).split()[2:]  # after "python scripts/train.py"
-    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "train.py"), *args, f"hydra.run.dir={tmp_path}/run"],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=600)  # fmt: skip
-    assert run.returncode == 0, run.stderr
+    args = command.group(1).split()[2:]  # after "python scripts/train.py"; the same entry point, in this process
+    monkeypatch.chdir(tmp_path)
+    run = run_main("train", *args, f"hydra.run.dir={tmp_path}/run")
+    assert run.code == 0, run.stderr
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["iterations"] == 15 and summary["eval"]["n"] == 200
     assert summary["eval"]["success_rate"] >= 0.95, summary["eval"]  # the page states 100%

@@ -12,8 +12,10 @@ from grpo_robot.trainer import Trainer
 
 
 def ppo_config(**overrides):
-    algo = preset("algo=ppo").algo  # conf/algo/ppo.yaml as the command line composes it
-    return small_config(algo=replace(algo, groups_per_iter=128, lr=1e-3), **overrides)
+    """conf/algo/ppo.yaml as the command line composes it, on a quarter of its rollouts and half its
+    epochs, with half its minibatches (the update was most of the learning test's time: 21 -> 7 s)."""
+    algo = preset("algo=ppo").algo
+    return small_config(algo=replace(algo, groups_per_iter=128, lr=2e-3, epochs=5, minibatches=8), **overrides)
 
 
 def test_ppo_learns_reach_and_its_critic_fits(tmp_path):

@@ -147,22 +147,28 @@ def ray_processes() -> set[int]:
     return {int(p) for p in out.stdout.split()}
 
 
-@pytest.mark.parametrize("fails", [False, True])
-def test_ray_is_shut_down_after_a_run_and_after_an_error(tmp_path, fails):
+def test_ray_is_shut_down_after_a_run_and_after_an_error(tmp_path):
+    """Two training processes side by side, each starting its own local Ray: one ends normally,
+    one when its only worker keeps failing. Neither leaves a Ray process behind."""
     before = ray_processes()
-    extra = ["env=gym", "env.entry_point=toy_envs:Breaks", "env.horizon=10", "+env.kwargs.after=100",
-             "rollout.worker_timeout_s=2", "rollout.max_restarts=0"] if fails else []  # fmt: skip
-    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "train.py"), "rollout.backend=ray",
-                          "rollout.workers=2", "rollout.cpus_per_worker=0.5", f"iterations={5 if fails else 2}",
-                          "algo.groups_per_iter=4", "algo.group_size=2",
-                          "eval_seeds=4", "progress=false", f"hydra.run.dir={tmp_path / 'run'}", *extra],
-                         capture_output=True, text=True, timeout=300, cwd=tmp_path,
-                         env={**os.environ, "PYTHONPATH": str(ROOT / "tests")})  # fmt: skip
-    assert out.returncode == (1 if fails else 0), out.stderr[-3000:]
-    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert summary["stopped"] == ("error" if fails else "iterations")
-    assert ray_processes() <= before  # the local Ray the run started is gone
-
+    procs = {}
+    for fails in (False, True):
+        extra = ["env=gym", "env.entry_point=toy_envs:Breaks", "env.horizon=10", "+env.kwargs.after=100",
+                 "rollout.worker_timeout_s=2", "rollout.max_restarts=0"] if fails else []  # fmt: skip
+        run_dir = tmp_path / str(fails)
+        procs[fails] = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "train.py"), "rollout.backend=ray",
+                                         "rollout.workers=2", "rollout.cpus_per_worker=0.5",
+                                         f"iterations={5 if fails else 2}", "algo.groups_per_iter=4",
+                                         "algo.group_size=2", "eval_seeds=4", "progress=false",
+                                         f"hydra.run.dir={run_dir}", *extra],
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                                        env={**os.environ, "PYTHONPATH": str(ROOT / "tests")})  # fmt: skip
+    for fails, proc in procs.items():
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == (1 if fails else 0), (fails, err[-3000:])
+        summary = json.loads((tmp_path / str(fails) / "summary.json").read_text())
+        assert summary["stopped"] == ("error" if fails else "iterations"), fails
+    assert ray_processes() <= before  # the local Rays the runs started are gone
 
 
 def test_a_ray_run_resumes_exactly_on_either_backend(local_ray, tmp_path):
