@@ -15,7 +15,7 @@ stopped (`"stopped"`: iterations, max_env_steps, time_limit_min, target_success,
 
 Metric names (TensorBoard, x-axis = env steps):
   charts/  train_success, eval_success, eval_success_low, eval_success_high, mixed_groups,
-           mean_abs_advantage, failed_worlds, env_steps_per_s; with dynamic sampling also
+           mean_abs_advantage, failed_worlds, env_steps_per_s, learning_rate; with dynamic sampling also
            groups_drawn, groups_kept, drawn_success (train_success is then over kept groups);
            with a critic (algo=ppo) also explained_variance
   losses/  policy_loss, clip_fraction, approx_kl, kl_ref, entropy, grad_norm, skipped_fraction
@@ -156,6 +156,14 @@ class Trainer:
         for hook in self.hooks:
             hook.on_video(self, clip, step)
 
+    def progress(self) -> float:
+        """The fraction of the run's budget spent: iterations or env steps (`max_env_steps`),
+        whichever is nearer its end; the wall-clock limit is left out, so that runs repeat."""
+        spent = self.iteration / self.cfg.iterations
+        if self.cfg.max_env_steps:
+            spent = max(spent, self.env_steps / self.cfg.max_env_steps)
+        return spent
+
     def train_iteration(self) -> IterationRecord:
         """One iteration: draw the groups, score them, update the policy. -> its metrics."""
         it = self.iteration
@@ -164,7 +172,7 @@ class Trainer:
             batch, sampling = self.sampler.sample(self.policy, it)
         t1 = time.perf_counter()
         advantages, adv_metrics = self.advantage_source.advantages(batch, self.policy)
-        update = self.learner.update(batch, advantages, it, self.advantage_source.every_step)
+        update = self.learner.update(batch, advantages, it, self.advantage_source.every_step, self.progress())
         if self.update_obs_norm:  # after the update: one normalization per iteration
             self.policy.obs_norm.update(batch.obs[batch.mask])  # the valid steps, in packed (t-major) order
         t2 = time.perf_counter()
@@ -174,6 +182,7 @@ class Trainer:
             "charts/mixed_groups": mixed_fraction(batch.success.view(-1, self.cfg.algo.group_size)),
             "charts/failed_worlds": batch.failed.float().mean().item(),
             "charts/env_steps_per_s": batch.simulated_steps / (t1 - t0),
+            "charts/learning_rate": self.learner.lr,
             "time/rollout_s": t1 - t0,
             "time/update_s": t2 - t1,
             **{k if "/" in k else f"charts/{k}": v for k, v in {**adv_metrics, **sampling}.items()},

@@ -64,6 +64,7 @@ class Learner:
         self.extra = list(extra)  # modules with a `loss(policy, obs, sel)` trained alongside (a critic)
         self.policy_loss = POLICY_LOSSES[cfg.policy_loss]
         self.skipped_in_a_row = 0  # non-finite optimizer steps since the last good one
+        self.lr = cfg.lr  # the learning rate of the last update
         self.set_policy(policy)
 
     def set_policy(self, policy: Policy) -> None:
@@ -104,9 +105,12 @@ class Learner:
                 f"checkpoint. Lower algo.lr (now {self.cfg.lr:g}) or check the env's observations"
             )
 
-    def update(self, batch: Batch, advantages: torch.Tensor, it: int, every_step: bool = False) -> dict[str, float]:
+    def update(self, batch: Batch, advantages: torch.Tensor, it: int, every_step: bool = False,
+               progress: float | None = None) -> dict[str, float]:  # fmt: skip
         """K epochs of minibatches over the batch's trajectories. `advantages [S]` per step of
-        `batch.packed()`; with `every_step`, zero-advantage steps are scored too.
+        `batch.packed()`; with `every_step`, zero-advantage steps are scored too. `progress`: the
+        fraction of the run's budget spent before this update (default `it / iterations`), which
+        `algo.lr_schedule=linear` decays the learning rate over.
         -> means over the optimizer steps of the loss metrics, and `skipped_fraction`, the fraction
         of steps skipped for a non-finite loss or gradient, or weights that the step left non-finite
         (rolled back). `TrainingDiverged` after `algo.max_skipped_steps` such steps in a row."""
@@ -119,7 +123,9 @@ class Learner:
         if self.reference is not None:
             with torch.no_grad():
                 logp_ref = self.reference.log_probs(obs, raw)[0]
-        lr = cfg.lr * (1.0 - it / self.iterations if cfg.lr_schedule == "linear" else 1.0)
+        progress = it / self.iterations if progress is None else progress
+        lr = cfg.lr * (max(0.0, 1.0 - progress) if cfg.lr_schedule == "linear" else 1.0)
+        self.lr = lr
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         shuffle = torch.Generator().manual_seed(stream_seed(self.run_seed, it, STREAM_SHUFFLE))

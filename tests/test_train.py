@@ -67,6 +67,7 @@ def test_short_training_run_beats_initial_policy(tmp_path):
         "charts/mixed_groups",
         "charts/mean_abs_advantage",
         "charts/env_steps_per_s",
+        "charts/learning_rate",
         "losses/policy_loss",
         "losses/clip_fraction",
         "losses/approx_kl",
@@ -96,6 +97,25 @@ def test_two_runs_with_same_seed_are_identical(tmp_path):
     other = Trainer(small_config(seed=8), tmp_path / "other")
     other.run()
     assert not torch.equal(params(other)["mean_head.0.weight"], runs[0][1]["mean_head.0.weight"])
+
+
+def test_a_linear_learning_rate_reaches_zero_with_the_env_step_budget(tmp_path):
+    """`algo.lr_schedule=linear` decays over whichever budget ends the run: here max_env_steps, long
+    before the 1000 iterations. Each update's rate is lr x (1 - env steps before it / budget)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    algo = AlgoConfig(group_size=8, groups_per_iter=16, epochs=1, minibatches=1, lr=1e-3, lr_schedule="linear")
+    trainer = Trainer(small_config(iterations=1000, max_env_steps=20_000, algo=algo), tmp_path)
+    summary = trainer.run()
+    assert summary["stopped"] == "max_env_steps" and 3 <= summary["iterations"] <= 20
+    events = EventAccumulator(str(tmp_path / "tb"))
+    events.Reload()
+    logged = events.Scalars("charts/learning_rate")  # x-axis: env steps after the iteration
+    assert len(logged) == summary["iterations"] and logged[0].value == pytest.approx(1e-3)
+    before = [0] + [e.step for e in logged[:-1]]
+    for e, spent in zip(logged, before, strict=True):
+        assert e.value == pytest.approx(1e-3 * (1 - spent / 20_000), rel=1e-5), (e.step, e.value)
+    assert logged[-1].value < 0.3e-3  # well decayed; by the iteration count it would still be 0.999e-3
 
 
 def test_resume_matches_uninterrupted_run(tmp_path):

@@ -170,7 +170,8 @@ class AlgoConfig:
     epochs: int = 4  # K passes over each batch
     minibatches: int = 4  # minibatches per epoch, split by trajectory
     lr: float = 3e-4  # Adam learning rate
-    lr_schedule: str = choice("constant", "linear")  # linear: to 0 at the last iteration
+    # linear: to 0 at the end of the budget, iterations or max_env_steps, whichever comes first
+    lr_schedule: str = choice("constant", "linear")
     max_grad_norm: float | None = 1.0  # null disables clipping
     # optimizer steps in a row that may go non-finite (loss, gradient or the weights after the step; each
     # is rolled back and skipped) before the run stops with an error, its last good checkpoint kept
