@@ -34,7 +34,7 @@ import torch
 from grpo_robot.config import ConfigError, TrainConfig, env_config_dict
 from grpo_robot.policies import Policy
 from grpo_robot.rollout import Batch, GroupSampler, RolloutError, collect, exact_settings
-from grpo_robot.seeding import WorldRows, group_seeds, iteration_generator, iteration_seeds
+from grpo_robot.seeding import WorldRows, exploration, group_seeds, iteration_generator, iteration_seeds
 
 START_UP_S = 300.0  # the longest a worker may take to start (or restart), whatever rollout.worker_timeout_s is
 
@@ -74,11 +74,12 @@ class RolloutWorker:
         return ray.get_runtime_context().get_node_id()
 
     def collect(self, weights: dict[str, torch.Tensor], run_seed: int, it: int, round_: int, seeds: np.ndarray,
-                start: int, total: int) -> tuple[Batch, float]:  # fmt: skip
+                start: int, total: int, noise_correlation: float = 0.0) -> tuple[Batch, float]:  # fmt: skip
         """Worlds `start:start + len(seeds)` of the draw -> (their batch, seconds it took)."""
         t0 = time.perf_counter()
         self.policy.load_state_dict(weights)
-        rows = WorldRows(iteration_generator(run_seed, it, "cpu", round_=round_), start, start + len(seeds), total)
+        source = exploration(iteration_generator(run_seed, it, "cpu", round_=round_), noise_correlation)
+        rows = WorldRows(source, start, start + len(seeds), total)
         if self.exact_split is None:  # the first draw: keep the split only where it is exact
             self.exact_split = exact_settings(self.policy, len(seeds), self.split, None, torch.device("cpu"))[0]
         batch = collect(self.env, self.policy, seeds, torch.device("cpu"), rows, False, self.final_step_outcome,
@@ -134,7 +135,7 @@ class RaySampler(GroupSampler):
         sampling = algo.dynamic_sampling
         super().__init__(None, cfg.seed, algo.groups_per_iter, algo.group_size, device,  # type: ignore[arg-type]
                          cfg.env.outcome == "final_step", tuple(sampling.keep_range) if sampling.enabled else None,
-                         sampling.max_rounds, rollout.split)  # fmt: skip
+                         sampling.max_rounds, rollout.split, None, algo.noise_correlation)  # fmt: skip
         self.cfg = cfg
         self.started_ray = connect(cfg.ray.address)
         # contiguous slices of whole groups (a group's members share one env: clone starts need it)
@@ -171,7 +172,8 @@ class RaySampler(GroupSampler):
 
         def submit(k: int):
             a, b = self.slices[k]
-            return self.workers[k].collect.remote(weights, self.run_seed, it, round_, seeds[a:b], a, self.total)
+            return self.workers[k].collect.remote(weights, self.run_seed, it, round_, seeds[a:b], a, self.total,
+                                                  self.noise_correlation)
 
         t0 = time.perf_counter()
         pending = {submit(k): (k, time.perf_counter()) for k in range(len(self.workers))}

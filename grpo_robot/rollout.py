@@ -13,7 +13,7 @@ import torch
 
 from grpo_robot.environment import GroupEnv
 from grpo_robot.policies import Policy
-from grpo_robot.seeding import SharedDraws, group_seeds, iteration_generator, iteration_seeds
+from grpo_robot.seeding import SharedDraws, exploration, group_seeds, iteration_generator, iteration_seeds
 
 
 class RolloutError(RuntimeError):
@@ -227,7 +227,8 @@ class GroupSampler:
     `group_size` worlds. With `keep_range = (low, high)` (dynamic sampling), groups whose success
     rate lies outside the open interval are dropped and more are drawn, up to `max_rounds` draws;
     the batch then holds at most `n_groups` kept groups (all of the last draw if none was kept,
-    so the iteration still counts its steps)."""
+    so the iteration still counts its steps). With `noise_correlation > 0` each world's sampling
+    noise is correlated from one control step to the next (`seeding.CorrelatedDraws`)."""
 
     def __init__(
         self,
@@ -241,8 +242,10 @@ class GroupSampler:
         max_rounds: int = 1,
         split: int = 1,
         policy_threads: int | None = None,
+        noise_correlation: float = 0.0,
     ) -> None:
         self.env, self.run_seed, self.device = env, run_seed, device
+        self.noise_correlation = noise_correlation  # algo.noise_correlation (seeding.CorrelatedDraws)
         self.n_groups, self.group_size = n_groups, group_size
         self.final_step_outcome = final_step_outcome
         self.keep_range, self.max_rounds = keep_range, max_rounds
@@ -252,7 +255,8 @@ class GroupSampler:
     def draw(self, policy: Policy, it: int, round_: int = 0) -> Batch:
         """All `n_groups` groups of iteration `it` (and sampling round), kept or not."""
         seeds = group_seeds(iteration_seeds(self.run_seed, it, self.n_groups, round_), self.group_size)
-        generator = iteration_generator(self.run_seed, it, self.device, round_=round_)
+        generator = exploration(iteration_generator(self.run_seed, it, self.device, round_=round_),
+                                self.noise_correlation)  # fmt: skip
         if self._settings is None:
             split = self.split if hasattr(self.env, "step_async") else 1
             self._settings = exact_settings(policy, len(seeds), split, self.policy_threads, self.device)

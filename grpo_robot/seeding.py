@@ -14,6 +14,7 @@ uninterrupted one would.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -102,13 +103,52 @@ class WorldRows:
     def _draw(self, fn, shape: Sequence[int], **kwargs) -> torch.Tensor:
         if shape[0] != self.stop - self.start:
             raise ValueError(f"a draw for {shape[0]} worlds from rows {self.start}:{self.stop}")
-        return fn((self.total, *shape[1:]), generator=self.generator, **kwargs)[self.start : self.stop]
+        draw = normal if fn is torch.randn else uniform
+        return draw(self.generator, (self.total, *shape[1:]), **kwargs)[self.start : self.stop]
 
     def randn(self, shape: Sequence[int], **kwargs) -> torch.Tensor:
         return self._draw(torch.randn, shape, **kwargs)
 
     def rand(self, shape: Sequence[int], **kwargs) -> torch.Tensor:
         return self._draw(torch.rand, shape, **kwargs)
+
+
+class CorrelatedDraws:
+    """A stream whose draws are correlated in time, for exploration that keeps a direction for a
+    while (`algo.noise_correlation`). The k-th standard-normal draw of a shape is
+    `rho * previous + sqrt(1 - rho^2) * fresh`: each world's noise is an AR(1) sequence over the
+    control steps (a sampled Ornstein-Uhlenbeck process), every single draw still N(0, 1), so a
+    policy's per-step density is unchanged. Uniform draws are the normal CDF of such a sequence,
+    uniform on [0, 1) with the same persistence (inverse-CDF token sampling). Draw k of every
+    shape depends only on draws 0..k of that shape: use one per episode batch; wrap it in
+    `WorldRows` or `SharedDraws` like a generator."""
+
+    def __init__(self, generator: torch.Generator, rho: float) -> None:
+        if not 0.0 <= rho < 1.0:
+            raise ValueError(f"rho must be in [0, 1), got {rho!r}")
+        self.generator, self.rho = generator, rho
+        self._last: dict[tuple, torch.Tensor] = {}  # (kind, shape, dtype, device) -> the last normal draw
+
+    def _next(self, kind: str, shape: Sequence[int], kwargs: dict) -> torch.Tensor:
+        fresh = torch.randn(tuple(shape), generator=self.generator, **kwargs)
+        key = (kind, tuple(shape), fresh.dtype, fresh.device)
+        last = self._last.get(key)
+        z = fresh if last is None else self.rho * last + math.sqrt(1.0 - self.rho**2) * fresh
+        self._last[key] = z
+        return z
+
+    def randn(self, shape: Sequence[int], **kwargs) -> torch.Tensor:
+        return self._next("normal", shape, kwargs)
+
+    def rand(self, shape: Sequence[int], **kwargs) -> torch.Tensor:
+        z = self._next("uniform", shape, kwargs)
+        below_one = 1.0 - torch.finfo(z.dtype).eps  # ndtr rounds to 1.0 past z = 8.3 (float64)
+        return torch.special.ndtr(z).clamp_(max=below_one)
+
+
+def exploration(generator: torch.Generator, noise_correlation: float) -> torch.Generator | CorrelatedDraws:
+    """A rollout's noise source: `generator` itself, or its draws correlated in time."""
+    return CorrelatedDraws(generator, noise_correlation) if noise_correlation > 0 else generator
 
 
 class SharedDraws:
@@ -157,13 +197,13 @@ class _SharedRows(WorldRows):
 
 def normal(generator: torch.Generator | WorldRows | None, shape: Sequence[int], **kwargs) -> torch.Tensor:
     """Standard normal draws of `shape` (`[worlds, ...]`) from a generator or a `WorldRows`."""
-    if isinstance(generator, WorldRows):
+    if isinstance(generator, (WorldRows, CorrelatedDraws)):
         return generator.randn(shape, **kwargs)
     return torch.randn(tuple(shape), generator=generator, **kwargs)
 
 
 def uniform(generator: torch.Generator | WorldRows | None, shape: Sequence[int], **kwargs) -> torch.Tensor:
     """Uniform [0, 1) draws of `shape` (`[worlds, ...]`) from a generator or a `WorldRows`."""
-    if isinstance(generator, WorldRows):
+    if isinstance(generator, (WorldRows, CorrelatedDraws)):
         return generator.rand(shape, **kwargs)
     return torch.rand(tuple(shape), generator=generator, **kwargs)

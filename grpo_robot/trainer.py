@@ -117,7 +117,8 @@ class Trainer:
             self.sampler = GroupSampler(self.env, cfg.seed, algo.groups_per_iter, algo.group_size, self.device,
                                         cfg.env.outcome == "final_step", tuple(sampling.keep_range)
                                         if sampling.enabled else None, sampling.max_rounds,
-                                        cfg.rollout.split, cfg.rollout.policy_threads)  # fmt: skip
+                                        cfg.rollout.split, cfg.rollout.policy_threads,
+                                        algo.noise_correlation)  # fmt: skip
         self.hooks = [*default_hooks(cfg), *hooks]
         self.iteration = self.env_steps = 0
         self.best_eval = -1.0

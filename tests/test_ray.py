@@ -83,11 +83,12 @@ def test_ray_gives_the_local_parameters_on_a_built_in_task(local_ray, tmp_path, 
 
 
 def test_ray_gives_the_local_parameters_on_a_gymnasium_env_and_the_tokenized_policy(local_ray, tmp_path):
+    """With time-correlated noise too (algo.noise_correlation): each worker's rows of the whole draw."""
     import toy_envs  # noqa: F401  (PointReach)
 
     cfg = small_config(iterations=2, env=EnvConfig(task=None, entry_point="toy_envs:PointReach", horizon=20))
     cfg = replace(cfg, policy=replace(cfg.policy, type="tokenized", bins=16), eval_seeds=8,
-                  algo=replace(cfg.algo, groups_per_iter=4, group_size=4))  # fmt: skip
+                  algo=replace(cfg.algo, groups_per_iter=4, group_size=4, noise_correlation=0.8))  # fmt: skip
     local, *_ = train(on(cfg, "local"), tmp_path / "local")
     for workers in (1, 2):
         remote, *_ = train(on(cfg, "ray", workers), tmp_path / f"ray{workers}")

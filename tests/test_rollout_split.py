@@ -20,7 +20,15 @@ from grpo_robot.envs import TASKS, make_task
 from grpo_robot.envs.task import FULLPHYSICS
 from grpo_robot.policies import build_policy
 from grpo_robot.rollout import collect, exact_settings, split_bounds, torch_threads
-from grpo_robot.seeding import SharedDraws, WorldRows, group_seeds, iteration_generator, normal
+from grpo_robot.seeding import (
+    CorrelatedDraws,
+    SharedDraws,
+    WorldRows,
+    exploration,
+    group_seeds,
+    iteration_generator,
+    normal,
+)
 from grpo_robot.trainer import Trainer
 
 FIELDS = ("obs", "raw", "logp", "mask", "success", "failed")
@@ -67,9 +75,9 @@ def test_split_batches_equal_the_unsplit_batch_bit_for_bit(task, policy_type, kw
     seeds = group_seeds(np.arange(16) * 7 + 1, 4)
     assert exact_settings(policy, 64, 4, 1, torch.device("cpu")) == (4, 1)  # parts of 16 rows agree here
 
-    def run(split: int, threads: int | None = None):
+    def run(split: int, threads: int | None = None, rho: float = 0.0):
         with torch_threads(threads):
-            gen = iteration_generator(5, 2, "cpu")
+            gen = exploration(iteration_generator(5, 2, "cpu"), rho)
             return collect(env, policy, seeds, torch.device("cpu"), gen, split=split)
 
     reference = run(1)
@@ -77,6 +85,10 @@ def test_split_batches_equal_the_unsplit_batch_bit_for_bit(task, policy_type, kw
         batch = run(split, threads)
         for name in FIELDS:
             assert torch.equal(getattr(batch, name), getattr(reference, name)), (split, threads, name)
+    correlated = run(1, rho=0.9)  # time-correlated noise (algo.noise_correlation): split alike
+    assert not torch.equal(correlated.raw, reference.raw)
+    for name in FIELDS:
+        assert torch.equal(getattr(run(3, 1, rho=0.9), name), getattr(correlated, name)), name
     deterministic = [collect(env, policy, seeds, torch.device("cpu"), None, True, split=s) for s in (1, 2)]
     for name in FIELDS:
         assert torch.equal(getattr(deterministic[0], name), getattr(deterministic[1], name))
@@ -102,6 +114,46 @@ def test_worlds_end_at_different_steps_in_the_split_rollout():
     assert len(set(lengths[:8].tolist())) > 1 and len(set(lengths[8:].tolist())) > 1
     for name in FIELDS:
         assert torch.equal(getattr(batches[0], name), getattr(batches[1], name)), name
+    env.close()
+
+
+def test_correlated_draws_keep_each_draw_standard_and_correlate_consecutive_ones():
+    """`algo.noise_correlation`: every draw is still N(0, 1) (uniform draws uniform), consecutive
+    draws of a world correlate by rho, and rho = 0 leaves the stream as it is."""
+    steps, worlds, rho = 200, 2000, 0.9
+    draws = CorrelatedDraws(iteration_generator(0, 0, "cpu"), rho)
+    z = torch.stack([draws.randn((worlds, 2)) for _ in range(steps)])  # [T, W, 2]
+    assert abs(z.mean().item()) < 0.02 and abs(z[-1].std().item() - 1) < 0.03 and abs(z[0].std().item() - 1) < 0.03
+    lag1 = (z[1:] * z[:-1]).mean().item()
+    assert abs(lag1 - rho) < 0.01, lag1
+    assert abs((z[5:] * z[:-5]).mean().item() - rho**5) < 0.01  # AR(1): rho^k at lag k
+    u = torch.stack([draws.rand((worlds, 1), dtype=torch.float64) for _ in range(steps)])
+    assert u.min() >= 0 and u.max() < 1
+    counts = torch.histc(u.float(), bins=10, min=0, max=1) / u.numel()
+    assert (counts - 0.1).abs().max() < 0.005, counts
+    assert torch.corrcoef(torch.stack([u[1:].flatten(), u[:-1].flatten()]))[0, 1] > 0.85
+    gen = iteration_generator(0, 0, "cpu")
+    assert exploration(gen, 0.0) is gen
+    with pytest.raises(ValueError, match=r"rho must be in \[0, 1\), got 1.0"):
+        CorrelatedDraws(gen, 1.0)
+
+
+def test_the_rollouts_noise_is_correlated_in_time_for_every_world():
+    """Through `collect`, split in two: the raw actions of a zero-mean unit-noise policy keep
+    rho from one control step to the next within each world."""
+    env = BatchedEnv("Reach", 64, nthread=2, horizon=50)
+
+    class Noise:  # actions = the noise itself
+        def sample(self, obs, generator=None, deterministic=False):
+            raw = normal(generator, (len(obs), env.action_dim))
+            return raw, 0.01 * raw.clamp(-1.0, 1.0), raw[:, :1]
+
+    noise = exploration(iteration_generator(0, 0, "cpu"), 0.8)
+    batch = collect(env, Noise(), np.arange(64), torch.device("cpu"), noise, split=2)
+    assert batch.mask.all()  # no world ended early: every row is a step
+    raw = batch.raw  # [T, worlds, action_dim]
+    lag1 = torch.corrcoef(torch.stack([raw[1:].flatten(), raw[:-1].flatten()]))[0, 1].item()
+    assert abs(lag1 - 0.8) < 0.03 and abs(raw.std().item() - 1) < 0.05, (lag1, raw.std())
     env.close()
 
 

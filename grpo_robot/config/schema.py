@@ -178,6 +178,10 @@ class AlgoConfig:
     max_skipped_steps: int = 20
     normalize_advantages: bool = False  # standardize advantages per minibatch (PPO's usual practice)
     entropy_coef: float = 0.0
+    # correlation of each world's sampling noise from one control step to the next (AR(1), every
+    # step's noise still the policy's own distribution): near 1 an exploring arm keeps a direction
+    # for about 1 / (1 - rho) steps instead of jittering; 0 = independent draws at every step
+    noise_correlation: float = 0.0
     clip: ClipConfig = field(default_factory=ClipConfig)
     kl: KLConfig = field(default_factory=KLConfig)
     dynamic_sampling: DynamicSamplingConfig = field(default_factory=DynamicSamplingConfig)

@@ -150,6 +150,7 @@ RANGES: dict[tuple[type, str], Range] = {
     (AlgoConfig, "max_grad_norm"): Range(0, low_open=True, null="no clipping"),
     (AlgoConfig, "max_skipped_steps"): Range(0),
     (AlgoConfig, "entropy_coef"): Range(0, 1000),
+    (AlgoConfig, "noise_correlation"): Range(0, 1, high_open=True, why="1 would never draw fresh noise"),
     (DemoConfig, "episodes"): Range(
         1, MAX_DEMO_EPISODES, guard=True, why="they are collected before anything else is printed"
     ),  # fmt: skip
