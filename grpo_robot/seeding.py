@@ -195,15 +195,19 @@ class _SharedRows(WorldRows):
         return full[self.start : self.stop]
 
 
-def normal(generator: torch.Generator | WorldRows | None, shape: Sequence[int], **kwargs) -> torch.Tensor:
-    """Standard normal draws of `shape` (`[worlds, ...]`) from a generator or a `WorldRows`."""
+# what a policy's `sample` takes as its noise
+NoiseSource = torch.Generator | WorldRows | CorrelatedDraws | None
+
+
+def normal(generator: NoiseSource, shape: Sequence[int], **kwargs) -> torch.Tensor:
+    """Standard normal draws of `shape` (`[worlds, ...]`) from a generator, a `WorldRows` or a `CorrelatedDraws`."""
     if isinstance(generator, (WorldRows, CorrelatedDraws)):
         return generator.randn(shape, **kwargs)
     return torch.randn(tuple(shape), generator=generator, **kwargs)
 
 
-def uniform(generator: torch.Generator | WorldRows | None, shape: Sequence[int], **kwargs) -> torch.Tensor:
-    """Uniform [0, 1) draws of `shape` (`[worlds, ...]`) from a generator or a `WorldRows`."""
+def uniform(generator: NoiseSource, shape: Sequence[int], **kwargs) -> torch.Tensor:
+    """Uniform [0, 1) draws of `shape` (`[worlds, ...]`) from a generator, a `WorldRows` or a `CorrelatedDraws`."""
     if isinstance(generator, (WorldRows, CorrelatedDraws)):
         return generator.rand(shape, **kwargs)
     return torch.rand(tuple(shape), generator=generator, **kwargs)
