@@ -164,11 +164,17 @@ def test_ray_is_shut_down_after_a_run_and_after_an_error(tmp_path):
                                          f"hydra.run.dir={run_dir}", *extra],
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
                                         env={**os.environ, "PYTHONPATH": str(ROOT / "tests")})  # fmt: skip
-    for fails, proc in procs.items():
-        _, err = proc.communicate(timeout=300)
-        assert proc.returncode == (1 if fails else 0), (fails, err[-3000:])
-        summary = json.loads((tmp_path / str(fails) / "summary.json").read_text())
-        assert summary["stopped"] == ("error" if fails else "iterations"), fails
+    try:
+        for fails, proc in procs.items():
+            _, err = proc.communicate(timeout=300)
+            assert proc.returncode == (1 if fails else 0), (fails, err[-3000:])
+            summary = json.loads((tmp_path / str(fails) / "summary.json").read_text())
+            assert summary["stopped"] == ("error" if fails else "iterations"), fails
+    finally:  # a failed check or a timeout leaves no training process behind
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
     assert ray_processes() <= before  # the local Rays the runs started are gone
 
 
