@@ -329,17 +329,24 @@ def _touched_keys(overrides: list[str], composed: DictConfig) -> set[str]:
     def under(prefix: str) -> set[str]:
         return {k for k in leaves if k == prefix or k.startswith(f"{prefix}.")}
 
+    def experiment_keys(name: str) -> set[str]:
+        spec = OmegaConf.to_container(OmegaConf.load(Path(CONF_DIR) / "experiment" / f"{name}.yaml"))
+        keys = {k for k in flatten({k: v for k, v in spec.items() if k != "defaults"}) if k in leaves}
+        for entry in spec.get("defaults") or []:
+            if isinstance(entry, dict):
+                for group in entry:
+                    keys |= under(group.split("/")[-1])  # `override /policy: tokenized_factorized`
+            elif entry != "_self_":
+                keys |= experiment_keys(entry)  # a preset built on another: `- push_cube_bc`
+        return keys
+
     touched: set[str] = set()
     for o in OverridesParser.create().parse_overrides(overrides):
         key = o.get_key_element().lstrip("+~")
         if key.startswith("hydra."):
             continue
         if key == "experiment" and o.value() is not None:
-            spec = OmegaConf.to_container(OmegaConf.load(Path(CONF_DIR) / "experiment" / f"{o.value()}.yaml"))
-            for entry in spec.pop("defaults", None) or []:
-                for name in entry if isinstance(entry, dict) else []:
-                    touched |= under(name.split("/")[-1])  # `override /env: push_cube`
-            touched |= {k for k in flatten(spec) if k in leaves}
+            touched |= experiment_keys(o.value())
         else:
             touched |= under(key) if key in leaves or key in groups or any(k.startswith(f"{key}.") for k in leaves) \
                 else set()  # fmt: skip

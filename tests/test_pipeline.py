@@ -59,14 +59,15 @@ def test_outside_pipeline_raises_the_clone(tmp_path, experiment):
 
 @pytest.mark.slow
 def test_tokenized_push_cube_pipeline_gains_in_the_gaussians_time(tmp_path):
-    """The tokenized policy through the PushCube pipeline, stopped at 5.5 minutes (about the
-    Gaussian's whole pipeline on 2 cores; `pytest -m slow -k tokenized_push`, 7 minutes). It does not
-    meet the Gaussian's 95% there: docs/results.md measured 24.0% -> 57.0% and 26.0% -> 49.5%
-    (seeds 0 and 1) with the preset's 64 bins, against 27.0% with 256; this holds the 64-bin gain."""
+    """The tokenized PushCube pipeline (`experiment=push_cube_bc_tokenized`), stopped at 5.5 minutes
+    (about the Gaussian's whole pipeline on 2 cores; `pytest -m slow -k tokenized_push`, 7 minutes).
+    It does not meet the Gaussian's 95% there: docs/results.md measured 22.0% -> 67.5% and
+    26.0% -> 61.0% (seeds 0 and 1) with the preset's 64 bins and lr 2e-3, against 51.5% and 49.5%
+    at the Gaussian's lr 3e-4 and 27.0% at 256 bins; this holds the gain."""
     run = tmp_path / "run"
-    out = run_cli("train.py", "experiment=push_cube_bc", "policy=tokenized_factorized", "time_limit_min=5.5",
-                  "progress=false", f"hydra.run.dir={run}", cwd=tmp_path)  # fmt: skip
+    out = run_cli("train.py", "experiment=push_cube_bc_tokenized", "time_limit_min=5.5", "progress=false",
+                  f"hydra.run.dir={run}", cwd=tmp_path)  # fmt: skip
     assert out.returncode == 0, out.stderr
     summary = json.loads((run / "summary.json").read_text())
     start, final = summary["initial_policy"]["eval"], summary["eval"]
-    assert final["success_rate"] >= start["success_rate"] + 0.2 and final["wilson95"][0] >= 0.35, (start, final)
+    assert final["success_rate"] >= start["success_rate"] + 0.3 and final["wilson95"][0] >= 0.5, (start, final)
