@@ -124,6 +124,7 @@ class Trainer:
         self.best_eval = -1.0
         self.last_eval: EvalResult | None = None
         self.eval_seconds = 0.0  # spent in evaluations, so time-to-target can leave them out
+        self.seconds_before = 0.0  # the run's time in the processes it was resumed from
         self.target: dict[str, Any] = {} if cfg.target_success is None else {"target": cfg.target_success,
                                                                               "reached": False}  # fmt: skip
         self.stop = False  # a hook's request to end the run before the next iteration
@@ -300,7 +301,8 @@ class Trainer:
         return {
             "iterations": self.iteration,
             "env_steps": self.env_steps,
-            "seconds": self.elapsed(),
+            "seconds": self.elapsed(),  # this process's
+            "seconds_total": self.seconds_before + self.elapsed(),  # with the runs it was resumed from
             "eval": None if self.last_eval is None else self.last_eval.to_json(),
             "best_eval": self.best_eval,
             "run_dir": str(self.run_dir),
@@ -349,6 +351,8 @@ class Trainer:
             "reference": None if reference is None else reference.state_dict(),
             "critic": None if self.critic is None else self.critic.value.state_dict(),
             "eval": None if self.last_eval is None else self.last_eval.to_json(),
+            "seconds": self.seconds_before + self.elapsed(),
+            "initial_policy": self.pretrained,
         }
 
     def checkpoint_path(self, name: str = "last") -> Path:
@@ -370,6 +374,10 @@ class Trainer:
             self.critic.value.load_state_dict(ckpt["critic"])
         self.iteration, self.env_steps = int(ckpt["iteration"]), int(ckpt["env_steps"])
         self.best_eval = float(ckpt["best_eval"])
+        # a resumed run's summary speaks for the whole run: its time so far, and where its policy came
+        # from (the pretraining stage does not run again); checkpoints written before either was kept lack them
+        self.seconds_before = float(ckpt.get("seconds") or 0.0)
+        self.pretrained = ckpt.get("initial_policy") or self.pretrained
 
 
 def _copied(obj: Any) -> Any:

@@ -131,12 +131,19 @@ def test_resume_matches_uninterrupted_run(tmp_path):
                 raise KeyboardInterrupt
 
     interrupted = Trainer(cfg, tmp_path / "first", hooks=[CrashAfterSecondIteration()])
+    interrupted.pretrained = {"source": "clone.pt", "demo_episodes": 3}  # as a pretraining stage records it
     with pytest.raises(KeyboardInterrupt):
         interrupted.run()
+    first_seconds = interrupted.elapsed()
     resumed = Trainer(replace(cfg, resume=str(tmp_path / "first")), tmp_path / "second")
     assert resumed.iteration == 2
-    resumed.run()
+    summary = resumed.run()
     assert resumed.iteration == 4 and resumed.env_steps == straight.env_steps
+    # the summary speaks for the whole run: the first process's time and the policy's origin carry over
+    assert 0 < resumed.seconds_before <= first_seconds
+    assert summary["seconds_total"] == pytest.approx(resumed.seconds_before + summary["seconds"], abs=0.5)
+    assert summary["initial_policy"] == interrupted.pretrained and interrupted.pretrained["demo_episodes"] == 3
+    assert interrupted.pretrained["eval"]["n"] == cfg.eval_seeds  # the start's evaluation, from the first process
     a, b = params(straight), params(resumed)
     assert all(torch.equal(a[k], b[k]) for k in a)
     opt_a, opt_b = straight.learner.optimizer.state_dict()["state"], resumed.learner.optimizer.state_dict()["state"]

@@ -44,7 +44,7 @@ def run_row(run: Path, summary: dict, target: float) -> str:
         interval(initial.get("eval")),
         interval(summary["eval"]),
         f"{summary['env_steps'] / 1e6:.2f} M",
-        f"{summary['seconds']:.0f} s",
+        f"{summary.get('seconds_total', summary['seconds']):.0f} s",  # a resumed run: all its processes
         reaching(run, target),
         f"`python scripts/train.py {' '.join(overrides)}`",
     )
