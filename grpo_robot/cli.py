@@ -117,6 +117,8 @@ def _evaluate(cfg: DictConfig) -> None:
         train_cfg: TrainConfig = to_train_config(ckpt["config"])
         validate_eval(cfg, train_cfg)  # n_seeds worlds of its env fit in memory
         policy = checkpoint.policy_from_record(ckpt["policy"], device)
+        if cfg.decode is not None:
+            policy.decode = cfg.decode
         env = make_eval_env(train_cfg, cfg.n_seeds)
     except (ValueError, FileNotFoundError) as err:
         _fail(str(err))
@@ -131,6 +133,8 @@ def _evaluate(cfg: DictConfig) -> None:
         train_cfg.env.outcome == "final_step",
     )
     mode = "deterministic" if cfg.deterministic else "stochastic"
+    if cfg.deterministic and cfg.decode is not None:
+        mode += f"_{cfg.decode}"
     output = Path(cfg.output) if cfg.output else path.with_name(f"{path.stem}_eval_{cfg.n_seeds}_{mode}.json")
     env.close()
     record = {"checkpoint": str(path), "task": env.name, "mode": mode, **result.to_json()}

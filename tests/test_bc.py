@@ -200,6 +200,17 @@ def test_pretrain_pipeline_in_one_run(tmp_path):
     assert (tmp_path / "checkpoints" / "last.pt").is_file()
 
 
+def test_evaluate_decodes_a_tokenized_checkpoint_as_asked(tmp_path):
+    path, _ = make_bc_checkpoint(tmp_path, "Reach", "tokenized", bins=16)
+    for decode in (None, "median", "mean"):
+        out = run_main("evaluate", f"checkpoint={path}", "n_seeds=20", *([f"decode={decode}"] if decode else []))
+        assert out.code == 0, out.stderr
+        name = "deterministic" if decode is None else f"deterministic_{decode}"
+        record = json.loads((tmp_path / f"{path.stem}_eval_20_{name}.json").read_text())
+        assert record["mode"] == name and record["n"] == 20
+    assert checkpoint.load(path)["policy"]["kwargs"]["decode"] == "mode"  # the override is not written back
+
+
 def test_demo_scripts_then_training_from_the_clone(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the entry points in this process, as the scripts run them
     demos = tmp_path / "reach.npz"
@@ -243,7 +254,7 @@ def test_demo_training_and_evaluation_seeds_never_meet():
 def test_a_checkpoint_from_before_an_option_existed_reads_as_the_options_default(tmp_path):
     path, _ = make_bc_checkpoint(tmp_path, "Reach", "tokenized", bins=16)
     old = checkpoint.load(path)
-    for key in ("learn_temperature", "bin_logits"):  # options added after such checkpoints were written
+    for key in ("learn_temperature", "bin_logits", "decode"):  # options added after such checkpoints were written
         del old["policy"]["kwargs"][key]
     checkpoint.save_atomic(dict(old), tmp_path / "old.pt")
     tok = PolicyConfig(type="tokenized", hidden_sizes=[64, 64], bins=16)
@@ -255,7 +266,7 @@ def test_a_checkpoint_from_before_an_option_existed_reads_as_the_options_default
         Trainer(learned, tmp_path / "b")
     # a training checkpoint without the keys resumes under the config that gives their defaults
     last = checkpoint.load(tmp_path / "a" / "checkpoints" / "last.pt")
-    for key in ("learn_temperature", "bin_logits"):
+    for key in ("learn_temperature", "bin_logits", "decode"):
         del last["policy"]["kwargs"][key]
     trainer = Trainer(replace(cfg, init_from=None), tmp_path / "c")
     checkpoint.check_resumable(last, trainer.policy, False, False)

@@ -225,3 +225,38 @@ def test_a_learned_temperature_starts_at_the_setting_sharpens_where_modes_win_an
     assert learned.log_temperature.min().item() == pytest.approx(LOG_TEMPERATURE_MIN)
     rebuilt = TokenizedPolicy(6, 4, **learned.init_kwargs())
     rebuilt.load_state_dict(learned.state_dict())  # the kwargs rebuild the same parameters
+
+
+def test_decode_picks_the_mode_the_median_or_the_mean_of_each_categorical():
+    probs = torch.tensor([0.4, 0.0, 0.35, 0.25])  # centres -0.75, -0.25, 0.25, 0.75
+    logits = torch.log(probs.clamp_min(1e-12)).expand(3, 4)
+    expected = {"mode": (0, -0.75), "median": (2, 0.25), "mean": (1, -0.3 + 0.0875 + 0.1875)}
+    for decode, (token, value) in expected.items():
+        policy = TokenizedPolicy(6, 1, bins=4, hidden_sizes=[8], obs_norm=False, decode=decode)
+        tokens, action = policy._choose(logits, None, deterministic=True)
+        assert tokens.tolist() == [token] * 3, decode
+        assert action.tolist() == pytest.approx([value] * 3, abs=1e-6), decode
+    with pytest.raises(ValueError, match="decode must be one of mode, median, mean, got 'argmax'"):
+        TokenizedPolicy(6, 4, decode="argmax")
+
+
+@pytest.mark.parametrize("head", ["factorized", "autoregressive"])
+def test_decoded_actions_are_deterministic_and_sampling_ignores_decode(head):
+    torch.manual_seed(0)
+    obs = torch.randn(20, 6)
+    base = TokenizedPolicy(6, 3, bins=16, hidden_sizes=[32], obs_norm=False, head=head)
+    actions = {}
+    for decode in ("mode", "median", "mean"):
+        policy = TokenizedPolicy(6, 3, **{**base.init_kwargs(), "decode": decode})
+        policy.load_state_dict(base.state_dict())
+        tokens, action, logp = policy.sample(obs, deterministic=True)
+        again = policy.sample(obs, deterministic=True)
+        assert torch.equal(action, again[1]) and torch.equal(tokens, again[0])
+        assert torch.allclose(policy.log_probs(obs, tokens)[0], logp, atol=1e-5)  # logp is of the tokens taken
+        actions[decode] = action
+        drawn = policy.sample(obs, torch.Generator().manual_seed(3))
+        assert torch.equal(drawn[0], base.sample(obs, torch.Generator().manual_seed(3))[0])
+    centres = bin_centres(16)
+    assert torch.isin(actions["mode"], centres).all() and torch.isin(actions["median"], centres).all()
+    assert not torch.isin(actions["mean"], centres).all()  # the mean falls between centres
+    assert (actions["mean"] - actions["mode"]).abs().max() > 0.01  # a near-uniform categorical at init

@@ -216,6 +216,8 @@ def test_cli_train_then_evaluate(tmp_path, monkeypatch):
     assert record["success_rate"] == pytest.approx(np.mean([e["success"] for e in record["episodes"]]))
     bad = run_main("evaluate", f"checkpoint={tmp_path / 'missing'}")
     assert bad.code == 2 and "no checkpoint at" in bad.stderr
+    bad = run_main("evaluate", f"checkpoint={run}", "decode=mean")
+    assert bad.code == 2 and "decode='mean' is invalid: applies to tokenized policies only" in bad.stderr
 
 
 def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):

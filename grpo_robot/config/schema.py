@@ -101,6 +101,9 @@ class PolicyConfig:
     # free: one logit per bin | ordinal: each bin's logit sums the "past bin j" and "not past bin j"
     # log-odds of the head's K scores, so raising one bin raises its neighbours (Tang & Agrawal 2020)
     bin_logits: str = choice("free", "ordinal")
+    # the deterministic action (evaluation): each dimension's mode (argmax bin), median bin, or
+    # mean over the bin centres (a continuous action, as a Gaussian's mean is)
+    decode: str = choice("mode", "median", "mean")
 
 
 def policy_kwargs(cfg: PolicyConfig) -> dict[str, Any]:
@@ -110,7 +113,7 @@ def policy_kwargs(cfg: PolicyConfig) -> dict[str, Any]:
         return dict(common, init_std=cfg.init_std, state_dependent_std=cfg.state_dependent_std, squash=cfg.squash,
                     max_std=cfg.max_std)
     return dict(common, bins=cfg.bins, head=cfg.head, temperature=cfg.temperature, embed_dim=cfg.embed_dim,
-                bin_logits=cfg.bin_logits, learn_temperature=cfg.learn_temperature)
+                bin_logits=cfg.bin_logits, learn_temperature=cfg.learn_temperature, decode=cfg.decode)
 
 
 @dataclass
@@ -314,6 +317,9 @@ class EvalConfig:
     checkpoint: str = MISSING  # checkpoint file or run directory
     n_seeds: int = 200  # held-out seeds
     deterministic: bool = True  # mean action; false samples
+    # tokenized policies: the deterministic action, mode | median | mean (see PolicyConfig.decode);
+    # null = the checkpoint's
+    decode: str | None = None
     seed: int = 0  # sampling seed when deterministic=false
     device: str = "auto"
     output: str | None = None  # per-seed JSON; null = next to the checkpoint

@@ -440,7 +440,11 @@ def validate_eval(cfg: EvalConfig, train_cfg: TrainConfig | None = None) -> None
     validate_device(cfg.device)
     _check(cfg.video <= cfg.n_seeds, "video", cfg.video,
            f"must be at most n_seeds={cfg.n_seeds}: it films evaluated seeds")  # fmt: skip
+    choices = PolicyConfig.__dataclass_fields__["decode"].metadata["choices"]  # the training config's
+    _check(cfg.decode in (None, *choices), "decode", cfg.decode, f"must be null or one of {', '.join(choices)}")
     if train_cfg is not None:
+        _check(cfg.decode is None or train_cfg.policy.type == "tokenized", "decode", cfg.decode,
+               f"applies to tokenized policies only; this checkpoint's policy is {train_cfg.policy.type}")  # fmt: skip
         check_memory(train_cfg, eval_seeds=cfg.n_seeds, eval_key="n_seeds", train=False)
     if cfg.video:
         validate_video(cfg.render, "video", cfg.video, None if train_cfg is None else train_cfg.env)

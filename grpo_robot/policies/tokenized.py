@@ -46,6 +46,15 @@ def sample_categorical(logits: torch.Tensor, generator: torch.Generator | None =
     return torch.searchsorted(cdf, u * cdf[..., -1:], right=True)[..., 0].clamp_(max=cdf.shape[-1] - 1)
 
 
+# deterministic actions of a categorical over bins (evaluation, videos, BC's validation score)
+DECODES = ("mode", "median", "mean")
+
+
+def check_decode(decode: str) -> None:
+    if decode not in DECODES:
+        raise ValueError(f"decode must be one of {', '.join(DECODES)}, got {decode!r}")
+
+
 @register_policy
 class TokenizedPolicy(Policy):
     """Categorical over K bins per action dimension, from a shared MLP trunk.
@@ -57,7 +66,10 @@ class TokenizedPolicy(Policy):
     masked to zero), so token d never sees tokens >= d. The correction starts near zero, so the
     head learns the per-dimension mapping as fast as the factorized one and adds dependencies.
     `bin_logits="ordinal"` makes each dimension's logits an `ordinal_logits` of its scores.
-    Temperature divides the logits for sampling and scoring alike; deterministic mode is argmax.
+    Temperature divides the logits for sampling and scoring alike. `decode` picks the
+    deterministic action of each dimension's categorical: its mode (argmax), its median (the
+    first bin whose cumulative probability reaches one half) or its mean over the bin centres,
+    the one deterministic action that is not a bin centre; see `DECODES`.
     """
 
     type = "tokenized"
@@ -75,12 +87,14 @@ class TokenizedPolicy(Policy):
         obs_norm: bool = True,
         bin_logits: str = "free",
         learn_temperature: bool = False,
+        decode: str = "mode",
     ) -> None:
         super().__init__(obs_dim, action_dim, obs_norm)
         if head not in ("factorized", "autoregressive"):
             raise ValueError(f"head must be factorized or autoregressive, got {head!r}")
         if bin_logits not in ("free", "ordinal"):
             raise ValueError(f"bin_logits must be free or ordinal, got {bin_logits!r}")
+        check_decode(decode)
         self._kwargs = dict(
             bins=bins,
             head=head,
@@ -91,8 +105,10 @@ class TokenizedPolicy(Policy):
             obs_norm=obs_norm,
             bin_logits=bin_logits,
             learn_temperature=learn_temperature,
+            decode=decode,
         )
         self.bins, self.head, self.temperature, self.ordinal = bins, head, temperature, bin_logits == "ordinal"
+        self.decode = decode
         self.register_buffer("centres", bin_centres(bins))
         if learn_temperature:
             self.log_temperature = nn.Parameter(torch.full((action_dim, 1), math.log(temperature)))
@@ -153,23 +169,39 @@ class TokenizedPolicy(Policy):
 
     def sample(self, obs, generator=None, deterministic=False):
         batch = obs.shape[:-1]
+        mean = deterministic and self.decode == "mean"
         if self.head == "factorized":
             logits = self.logits(obs)
-            tokens = self._choose(logits, generator, deterministic)
+            tokens, action = self._choose(logits, generator, deterministic)
         else:
             tokens = torch.zeros(*batch, self.action_dim, dtype=torch.long, device=obs.device)
+            action = torch.zeros(*batch, self.action_dim, device=obs.device) if mean else None
             trunk = self._trunk_out(obs)  # once: only the conditional part changes between passes
             for d in range(self.action_dim):  # decode in order; later tokens are masked anyway
                 logits = self._logits(*trunk, tokens)
-                tokens[..., d] = self._choose(logits[..., d : d + 1, :], generator, deterministic)[..., 0]
+                token, value = self._choose(logits[..., d : d + 1, :], generator, deterministic)
+                tokens[..., d] = token[..., 0]  # under decode=mean, the bin that holds the mean
+                if mean:
+                    action[..., d] = value[..., 0]
+            if not mean:
+                action = self.to_action(tokens)
         logp = F.log_softmax(logits, dim=-1).gather(-1, tokens[..., None])[..., 0]
-        return tokens, self.to_action(tokens), logp
+        return tokens, action, logp
 
-    @staticmethod
-    def _choose(logits: torch.Tensor, generator, deterministic: bool) -> torch.Tensor:
-        if deterministic:
-            return logits.argmax(-1)
-        return sample_categorical(logits, generator)
+    def _choose(self, logits: torch.Tensor, generator, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """(tokens, actions) `[...]` of categoricals `logits [..., K]`: a draw, or `decode`'s choice."""
+        if not deterministic:
+            tokens = sample_categorical(logits, generator)
+        elif self.decode == "mode":
+            tokens = logits.argmax(-1)
+        elif self.decode == "median":
+            cdf = F.softmax(logits.to(torch.float64), dim=-1).cumsum(-1)
+            half = torch.full((*cdf.shape[:-1], 1), 0.5, dtype=cdf.dtype, device=cdf.device)
+            tokens = torch.searchsorted(cdf, half)[..., 0].clamp_(max=self.bins - 1)
+        else:
+            action = (F.softmax(logits, dim=-1) * self.centres).sum(-1)
+            return to_tokens(action, self.bins), action
+        return tokens, self.centres[tokens]
 
     def std_parameters(self):
         return [] if self.log_temperature is None else [self.log_temperature]
