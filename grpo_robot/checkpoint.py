@@ -397,7 +397,7 @@ def policy_from_record(record: dict[str, Any], device: str | torch.device = "cpu
 # architecture keys that must match between an init_from checkpoint and the config; the
 # others (temperature, init_std) are sampling settings or superseded by the loaded weights
 ARCHITECTURE_KEYS = ("hidden_sizes", "activation", "obs_norm", "state_dependent_std", "squash", "bins", "head",
-                     "embed_dim", "learn_temperature")  # fmt: skip
+                     "embed_dim", "learn_temperature", "bin_logits")  # fmt: skip
 
 
 def _full_kwargs(kind: str, kwargs: dict[str, Any]) -> dict[str, Any]:

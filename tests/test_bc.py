@@ -272,3 +272,18 @@ def test_a_checkpoint_from_before_an_option_existed_reads_as_the_options_default
     checkpoint.check_resumable(last, trainer.policy, False, False)
     with pytest.raises(checkpoint.CheckpointError, match="'learn_temperature': False"):
         checkpoint.check_resumable(last, Trainer(replace(learned, init_from=None), tmp_path / "d").policy, False, False)
+
+
+def test_a_bump_keeps_its_width_through_cloning_and_learns_it_in_grpo(tmp_path):
+    path, clone = make_bc_checkpoint(tmp_path, "Reach", "tokenized", bins=16, bin_logits="gaussian", init_std=0.3)
+    assert torch.equal(clone.log_width, torch.full((4,), np.log(0.3), dtype=torch.float32))  # bc.learn_std=false
+    policy = PolicyConfig(type="tokenized", hidden_sizes=[64, 64], bins=16, bin_logits="gaussian", init_std=0.3)
+    algo = AlgoConfig(group_size=8, groups_per_iter=8, epochs=2, minibatches=2)
+    trainer = Trainer(small_config(init_from=str(path), policy=policy, algo=algo, iterations=1), tmp_path / "run")
+    batch, _ = trainer.sampler.sample(trainer.policy, 0)
+    adv = torch.randn(batch.num_trajectories, generator=torch.Generator().manual_seed(0))
+    stats = trainer.learner.update(batch, adv[batch.packed()[3]], 0)
+    assert np.isfinite(list(stats.values())).all() and stats["approx_kl"] > 0
+    assert not torch.equal(trainer.policy.log_width.detach().cpu(), clone.log_width.detach())
+    with pytest.raises(ValueError, match="policy.bin_logits='gaussian', but the config has policy.bin_logits='free'"):
+        Trainer(small_config(init_from=str(path), policy=replace(policy, bin_logits="free")), tmp_path / "free")

@@ -152,7 +152,7 @@ def test_autoregressive_decoding_computes_the_trunk_once_and_samples_as_before(d
     expected = torch.zeros(257, 4, dtype=torch.long)
     for d in range(4):
         logits = policy.logits(obs, expected)
-        expected[:, d] = policy._choose(logits[:, d : d + 1], generator, deterministic)[:, 0]
+        expected[:, d] = policy._choose(logits[:, d : d + 1], generator, deterministic)[0][:, 0]
     expected_logp = torch.log_softmax(logits, -1).gather(-1, expected[..., None])[..., 0]
     assert torch.equal(tokens, expected) and torch.equal(logp, expected_logp)
     assert torch.equal(action, policy.centres[expected])
@@ -188,7 +188,7 @@ def test_ordinal_tokenized_policy_scores_its_own_samples():
     assert torch.allclose(rescored, logp, atol=1e-5)
     assert entropy.mean().item() == pytest.approx(math.log(32), rel=1e-3)  # near uniform at init
     assert TokenizedPolicy(6, 4, **policy.init_kwargs()).init_kwargs()["bin_logits"] == "ordinal"
-    with pytest.raises(ValueError, match="bin_logits must be free or ordinal, got 'cumulative'"):
+    with pytest.raises(ValueError, match="bin_logits must be one of free, ordinal, gaussian, got 'cumulative'"):
         TokenizedPolicy(6, 4, bin_logits="cumulative")
 
 
@@ -260,3 +260,46 @@ def test_decoded_actions_are_deterministic_and_sampling_ignores_decode(head):
     assert torch.isin(actions["mode"], centres).all() and torch.isin(actions["median"], centres).all()
     assert not torch.isin(actions["mean"], centres).all()  # the mean falls between centres
     assert (actions["mean"] - actions["mode"]).abs().max() > 0.01  # a near-uniform categorical at init
+
+
+def test_gaussian_bin_logits_start_as_a_discretized_gaussian_and_move_the_whole_bump():
+    torch.manual_seed(0)
+    policy = TokenizedPolicy(6, 4, bins=32, hidden_sizes=[32], obs_norm=False, bin_logits="gaussian", init_std=0.3)
+    obs = torch.randn(50, 6)
+    probs = torch.softmax(policy.logits(obs), -1)
+    bump = torch.softmax(-0.5 * (bin_centres(32) / 0.3) ** 2, -1)
+    assert (probs - bump).abs().max().item() < 0.01  # the mean head and free logits start near zero
+    tokens, _, logp = policy.sample(obs)
+    assert torch.allclose(policy.log_probs(obs, tokens)[0], logp, atol=1e-5)
+    assert policy.std_parameters() == [policy.log_width]  # BC keeps the width unless bc.learn_std
+    # one small step up on bin 24's log-prob (action 0.53): the whole bump moves toward it, its
+    # neighbours gain with it and the far side loses; free logits move bin 24 alone, and barely
+    one = obs[:1]
+    free = TokenizedPolicy(6, 4, bins=32, hidden_sizes=[32], obs_norm=False)
+    ratio = {}
+    for name, pol in (("gaussian", policy), ("free", free)):
+        before = torch.softmax(pol.logits(one), -1)[0, 0].detach()
+        torch.log_softmax(pol.logits(one), -1)[0, 0, 24].neg().backward()
+        torch.optim.SGD(pol.parameters(), lr=0.002).step()
+        ratio[name] = torch.softmax(pol.logits(one), -1)[0, 0].detach() / before
+    assert (ratio["gaussian"][20:29] > 1.1).all() and (ratio["gaussian"][:12] < 0.9).all()
+    assert (ratio["free"][:24] - 1).abs().max() < 1e-3 and ratio["free"][24] > 1
+    policy.log_width.data.fill_(20.0)
+    policy.after_step()
+    assert policy.log_width.max().item() == pytest.approx(1.0)  # bounded as a Gaussian's log-std
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [dict(type="gaussian"), dict(type="gaussian", state_dependent_std=True), dict(type="tokenized", bins=16),
+     dict(type="tokenized", bins=16, bin_logits="gaussian", learn_temperature=True),
+     dict(type="tokenized", bins=8, head="autoregressive", embed_dim=4)],
+)  # fmt: skip
+def test_the_validators_parameter_count_is_the_policys(kwargs):
+    from grpo_robot.config.schema import policy_kwargs
+    from grpo_robot.config.validate import network_parameters
+    from grpo_robot.policies import build_policy
+
+    cfg = PolicyConfig(hidden_sizes=[32, 24], **kwargs)
+    policy = build_policy(cfg.type, 7, 3, **policy_kwargs(cfg))
+    assert network_parameters(cfg, 7, 3) == sum(p.numel() for p in policy.parameters())

@@ -82,7 +82,7 @@ class PolicyConfig:
     hidden_sizes: list[int] = field(default_factory=lambda: [256, 256])
     activation: str = registered(ACTIVATIONS, "tanh")
     obs_norm: bool = True  # running mean/std observation normalization
-    # gaussian only
+    # gaussian, and tokenized with bin_logits=gaussian (the initial width of its bump, in action units)
     init_std: float = 0.5  # initial action std (pre-squash)
     # upper bound on the learned std (pre-squash), kept after every update; null: e (log-std 1).
     # Unsquashed actions are clipped to [-1, 1], so a std past ~1 mostly adds saturated actions,
@@ -99,8 +99,10 @@ class PolicyConfig:
     learn_temperature: bool = False
     embed_dim: int = 16  # token embedding size of the autoregressive head
     # free: one logit per bin | ordinal: each bin's logit sums the "past bin j" and "not past bin j"
-    # log-odds of the head's K scores, so raising one bin raises its neighbours (Tang & Agrawal 2020)
-    bin_logits: str = choice("free", "ordinal")
+    # log-odds of the head's K scores, so raising one bin raises its neighbours (Tang & Agrawal 2020) |
+    # gaussian: free logits plus a discretized Gaussian's around a learned mean, of a learned width
+    # per dimension starting at init_std, so a step toward one bin moves the whole bump
+    bin_logits: str = choice("free", "ordinal", "gaussian")
     # the deterministic action (evaluation): each dimension's mode (argmax bin), median bin, or
     # mean over the bin centres (a continuous action, as a Gaussian's mean is)
     decode: str = choice("mode", "median", "mean")
@@ -113,7 +115,8 @@ def policy_kwargs(cfg: PolicyConfig) -> dict[str, Any]:
         return dict(common, init_std=cfg.init_std, state_dependent_std=cfg.state_dependent_std, squash=cfg.squash,
                     max_std=cfg.max_std)
     return dict(common, bins=cfg.bins, head=cfg.head, temperature=cfg.temperature, embed_dim=cfg.embed_dim,
-                bin_logits=cfg.bin_logits, learn_temperature=cfg.learn_temperature, decode=cfg.decode)
+                bin_logits=cfg.bin_logits, learn_temperature=cfg.learn_temperature, decode=cfg.decode,
+                init_std=cfg.init_std)
 
 
 @dataclass

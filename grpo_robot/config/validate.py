@@ -561,7 +561,9 @@ def network_parameters(pol: PolicyConfig, obs_dim: int, action_dim: int, critic:
     h, a = hidden[-1], action_dim
     n = _mlp([obs_dim, *hidden])
     if pol.type == "tokenized":
-        n += _mlp([h, a * pol.bins])
+        n += _mlp([h, a * pol.bins]) + (a if pol.learn_temperature else 0)
+        if pol.bin_logits == "gaussian":
+            n += _mlp([h, a]) + a  # the bump's mean head and width
         if pol.head == "autoregressive":
             n += a * pol.bins * pol.embed_dim + _mlp([h + a + a * pol.embed_dim, h, pol.bins])
     else:
@@ -579,6 +581,8 @@ def _activation_floats(pol: PolicyConfig, action_dim: int, critic: bool) -> int:
         head = 3 * a * pol.bins  # logits, log-softmax, probabilities (entropy)
         if pol.bin_logits == "ordinal":
             head += 4 * a * pol.bins  # both log-sigmoids and their running sums
+        elif pol.bin_logits == "gaussian":
+            head += 2 * a * pol.bins  # distances to the bump's mean and their squares
         if pol.head == "autoregressive":
             head += a * (2 * h + a + a * pol.embed_dim + 3 * pol.bins)
     return 2 * ((2 if critic else 1) * sum(pol.hidden_sizes) + head)

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from grpo_robot.policies.base import ACTIVATIONS, Policy, mlp, register_policy
+from grpo_robot.policies.gaussian import LOG_STD_MAX, LOG_STD_MIN
 from grpo_robot.seeding import uniform
 
 # bounds of a learned log-temperature: down to a near-argmax policy (0.02), up to a near-uniform one
@@ -46,6 +47,8 @@ def sample_categorical(logits: torch.Tensor, generator: torch.Generator | None =
     return torch.searchsorted(cdf, u * cdf[..., -1:], right=True)[..., 0].clamp_(max=cdf.shape[-1] - 1)
 
 
+BIN_LOGITS = ("free", "ordinal", "gaussian")  # how the head's outputs become each bin's logit
+
 # deterministic actions of a categorical over bins (evaluation, videos, BC's validation score)
 DECODES = ("mode", "median", "mean")
 
@@ -66,6 +69,11 @@ class TokenizedPolicy(Policy):
     masked to zero), so token d never sees tokens >= d. The correction starts near zero, so the
     head learns the per-dimension mapping as fast as the factorized one and adds dependencies.
     `bin_logits="ordinal"` makes each dimension's logits an `ordinal_logits` of its scores.
+    `bin_logits="gaussian"` adds to the free logits a discretized Gaussian's, -(c_k - mu)^2 / 2w^2
+    for bin centre c_k, with mu from a mean head and a learned width w per dimension (starting at
+    `init_std`, bounded as a Gaussian policy's std): a step toward a sampled bin moves mu, and so
+    the whole bump, as a step on a Gaussian's mean does, while the free logits (starting near
+    zero) can still shape any categorical.
     Temperature divides the logits for sampling and scoring alike. `decode` picks the
     deterministic action of each dimension's categorical: its mode (argmax), its median (the
     first bin whose cumulative probability reaches one half) or its mean over the bin centres,
@@ -88,12 +96,13 @@ class TokenizedPolicy(Policy):
         bin_logits: str = "free",
         learn_temperature: bool = False,
         decode: str = "mode",
+        init_std: float = 0.3,
     ) -> None:
         super().__init__(obs_dim, action_dim, obs_norm)
         if head not in ("factorized", "autoregressive"):
             raise ValueError(f"head must be factorized or autoregressive, got {head!r}")
-        if bin_logits not in ("free", "ordinal"):
-            raise ValueError(f"bin_logits must be free or ordinal, got {bin_logits!r}")
+        if bin_logits not in BIN_LOGITS:
+            raise ValueError(f"bin_logits must be one of {', '.join(BIN_LOGITS)}, got {bin_logits!r}")
         check_decode(decode)
         self._kwargs = dict(
             bins=bins,
@@ -106,6 +115,7 @@ class TokenizedPolicy(Policy):
             bin_logits=bin_logits,
             learn_temperature=learn_temperature,
             decode=decode,
+            init_std=init_std,
         )
         self.bins, self.head, self.temperature, self.ordinal = bins, head, temperature, bin_logits == "ordinal"
         self.decode = decode
@@ -117,6 +127,10 @@ class TokenizedPolicy(Policy):
         hidden = hidden_sizes[-1]
         self.trunk = mlp([obs_dim, *hidden_sizes], activation).append(ACTIVATIONS[activation]())
         self.logits_head = mlp([hidden, action_dim * bins], activation, out_scale=0.01)
+        self.bump = bin_logits == "gaussian"
+        if self.bump:
+            self.mean_head = mlp([hidden, action_dim], activation, out_scale=0.01)
+            self.log_width = nn.Parameter(torch.full((action_dim,), math.log(init_std)))
         if head == "autoregressive":
             # one embedding table for all dimensions: token k of dimension d is row d*K + k
             self.embed = nn.Embedding(action_dim * bins, embed_dim)
@@ -141,7 +155,11 @@ class TokenizedPolicy(Policy):
         """What does not depend on the tokens: (trunk features [..., H], the factorized head's
         scores [..., D, K]: logits, or the ordinal scores `ordinal_logits` turns into logits)."""
         features = self.trunk(self.obs_norm(obs))
-        return features, self.logits_head(features).view(*features.shape[:-1], self.action_dim, self.bins)
+        out = self.logits_head(features).view(*features.shape[:-1], self.action_dim, self.bins)
+        if self.bump:
+            z = (self.centres - self.mean_head(features)[..., None]) * torch.exp(-self.log_width)[:, None]
+            out = out - 0.5 * z.square()
+        return features, out
 
     def _logits(self, features: torch.Tensor, out: torch.Tensor, tokens: torch.Tensor | None) -> torch.Tensor:
         batch = features.shape[:-1]
@@ -204,13 +222,16 @@ class TokenizedPolicy(Policy):
         return tokens, self.centres[tokens]
 
     def std_parameters(self):
-        return [] if self.log_temperature is None else [self.log_temperature]
+        widths = [self.log_width] if self.bump else []
+        return widths if self.log_temperature is None else [self.log_temperature, *widths]
 
     @torch.no_grad()
     def after_step(self):
         # projected after each step, not clamped in `_logits`: a clamped parameter gets no gradient
         if self.log_temperature is not None:
             self.log_temperature.clamp_(LOG_TEMPERATURE_MIN, LOG_TEMPERATURE_MAX)
+        if self.bump:
+            self.log_width.clamp_(LOG_STD_MIN, LOG_STD_MAX)
 
     def raw_from_action(self, action):
         return to_tokens(action, self.bins)
