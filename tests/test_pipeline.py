@@ -1,7 +1,9 @@
-"""The one-command pipelines reach the issue's target (slow: `pytest -m slow tests/test_pipeline.py`,
-about 12 minutes on 2 cores): behaviour cloning from at most 10 demos gives some success below
-90%, and GRPO from the clone reaches at least 95% on 200 held-out seeds with a Wilson lower
-bound of at least 0.90, within 30 minutes."""
+"""The one-command pipelines reach the issue's target (slow: `pytest -m slow -k preset_reaches
+tests/test_pipeline.py`, about 12 minutes on 2 cores for the Gaussian presets, 16 for the
+tokenized ones): behaviour cloning from at most 10 demos gives some success below 90%, and GRPO
+from the clone reaches at least 95% on 200 held-out seeds with a Wilson lower bound of at least
+0.90, within 30 minutes. Seed 0 of each; on PushCube both policies miss 95% on some seeds
+(docs/results.md)."""
 
 import json
 from pathlib import Path
@@ -11,7 +13,9 @@ from test_train import run_cli
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("experiment", ["lift_cube_bc", "push_cube_bc", "place_cube_bc"])
+@pytest.mark.parametrize(
+    "experiment", [f"{task}_cube_bc{policy}" for policy in ("", "_tokenized") for task in ("lift", "push", "place")]
+)
 def test_pipeline_preset_reaches_target(tmp_path, experiment):
     run = tmp_path / "run"
     out = run_cli("train.py", f"experiment={experiment}", "progress=false", f"hydra.run.dir={run}", cwd=tmp_path)
@@ -55,19 +59,3 @@ def test_outside_pipeline_raises_the_clone(tmp_path, experiment):
     assert final["success_rate"] >= start["success_rate"] + gain, (start, final)
     assert final["success_rate"] >= least and (not least or final["wilson95"][0] >= least - 0.05), final
     assert summary["seconds"] < minutes * 60
-
-
-@pytest.mark.slow
-def test_tokenized_push_cube_pipeline_gains_in_the_gaussians_time(tmp_path):
-    """The tokenized PushCube pipeline (`experiment=push_cube_bc_tokenized`), stopped at 5.5 minutes
-    (about the Gaussian's whole pipeline on 2 cores; `pytest -m slow -k tokenized_push`, 7 minutes).
-    It does not meet the Gaussian's 95% there: docs/results.md measured 22.0% -> 67.5% and
-    26.0% -> 61.0% (seeds 0 and 1) with the preset's 64 bins and lr 2e-3, against 51.5% and 49.5%
-    at the Gaussian's lr 3e-4 and 27.0% at 256 bins; this holds the gain."""
-    run = tmp_path / "run"
-    out = run_cli("train.py", "experiment=push_cube_bc_tokenized", "time_limit_min=5.5", "progress=false",
-                  f"hydra.run.dir={run}", cwd=tmp_path)  # fmt: skip
-    assert out.returncode == 0, out.stderr
-    summary = json.loads((run / "summary.json").read_text())
-    start, final = summary["initial_policy"]["eval"], summary["eval"]
-    assert final["success_rate"] >= start["success_rate"] + 0.3 and final["wilson95"][0] >= 0.5, (start, final)
