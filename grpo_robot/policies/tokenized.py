@@ -153,7 +153,8 @@ class TokenizedPolicy(Policy):
 
     def _trunk_out(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """What does not depend on the tokens: (trunk features [..., H], the factorized head's
-        scores [..., D, K]: logits, or the ordinal scores `ordinal_logits` turns into logits)."""
+        scores [..., D, K]: logits (with the bump's under bin_logits=gaussian), or the ordinal
+        scores `ordinal_logits` turns into logits)."""
         features = self.trunk(self.obs_norm(obs))
         out = self.logits_head(features).view(*features.shape[:-1], self.action_dim, self.bins)
         if self.bump:
@@ -187,22 +188,17 @@ class TokenizedPolicy(Policy):
 
     def sample(self, obs, generator=None, deterministic=False):
         batch = obs.shape[:-1]
-        mean = deterministic and self.decode == "mean"
         if self.head == "factorized":
             logits = self.logits(obs)
             tokens, action = self._choose(logits, generator, deterministic)
         else:
             tokens = torch.zeros(*batch, self.action_dim, dtype=torch.long, device=obs.device)
-            action = torch.zeros(*batch, self.action_dim, device=obs.device) if mean else None
+            action = torch.zeros(*batch, self.action_dim, device=obs.device)
             trunk = self._trunk_out(obs)  # once: only the conditional part changes between passes
             for d in range(self.action_dim):  # decode in order; later tokens are masked anyway
                 logits = self._logits(*trunk, tokens)
                 token, value = self._choose(logits[..., d : d + 1, :], generator, deterministic)
-                tokens[..., d] = token[..., 0]  # under decode=mean, the bin that holds the mean
-                if mean:
-                    action[..., d] = value[..., 0]
-            if not mean:
-                action = self.to_action(tokens)
+                tokens[..., d], action[..., d] = token[..., 0], value[..., 0]  # decode=mean: its bin, the mean
         logp = F.log_softmax(logits, dim=-1).gather(-1, tokens[..., None])[..., 0]
         return tokens, action, logp
 
