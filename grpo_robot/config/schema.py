@@ -16,6 +16,7 @@ from omegaconf import MISSING, DictConfig
 from grpo_robot.algo import ADVANTAGE_ESTIMATORS, AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES, RATIO_LEVELS
 from grpo_robot.envs import TASKS
 from grpo_robot.policies.base import ACTIVATIONS, POLICIES
+from grpo_robot.policies.tokenized import BIN_LOGITS, DECODES
 
 
 def choice(default: str, *others: str) -> Any:
@@ -102,10 +103,10 @@ class PolicyConfig:
     # log-odds of the head's K scores, so raising one bin raises its neighbours (Tang & Agrawal 2020) |
     # gaussian: free logits plus a discretized Gaussian's around a learned mean, of a learned width
     # per dimension starting at init_std, so a step toward one bin moves the whole bump
-    bin_logits: str = choice("free", "ordinal", "gaussian")
+    bin_logits: str = choice(*BIN_LOGITS)
     # the deterministic action (evaluation): each dimension's mode (argmax bin), median bin, or
     # mean over the bin centres (a continuous action, as a Gaussian's mean is)
-    decode: str = choice("mode", "median", "mean")
+    decode: str = choice(*DECODES)
 
 
 def policy_kwargs(cfg: PolicyConfig) -> dict[str, Any]:

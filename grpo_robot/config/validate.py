@@ -42,6 +42,7 @@ from grpo_robot.config.schema import (
     TrainConfig,
     env_source,
 )
+from grpo_robot.policies.tokenized import DECODES
 from grpo_robot.seeding import DEMO_RUNS, DEMO_SEEDS_PER_RUN, EVAL_SEED_END, EVAL_SEED_START
 
 
@@ -440,8 +441,7 @@ def validate_eval(cfg: EvalConfig, train_cfg: TrainConfig | None = None) -> None
     validate_device(cfg.device)
     _check(cfg.video <= cfg.n_seeds, "video", cfg.video,
            f"must be at most n_seeds={cfg.n_seeds}: it films evaluated seeds")  # fmt: skip
-    choices = PolicyConfig.__dataclass_fields__["decode"].metadata["choices"]  # the training config's
-    _check(cfg.decode in (None, *choices), "decode", cfg.decode, f"must be null or one of {', '.join(choices)}")
+    _check(cfg.decode in (None, *DECODES), "decode", cfg.decode, f"must be null or one of {', '.join(DECODES)}")
     if train_cfg is not None:
         _check(cfg.decode is None or train_cfg.policy.type == "tokenized", "decode", cfg.decode,
                f"applies to tokenized policies only; this checkpoint's policy is {train_cfg.policy.type}")  # fmt: skip
