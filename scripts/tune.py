@@ -1,5 +1,6 @@
 """Search a preset's hyperparameters with Optuna: every trial trains on several seeds and scores
-the mean env steps to the target success (grpo_robot/bench/tune.py says how censored runs count).
+the mean env steps (or seconds) to the target success (grpo_robot/bench/tune.py says how
+censored runs count).
 
     python scripts/tune.py conf/tune/push_from_scratch.yaml --trials 30 --out runs/tune/push
     python scripts/tune.py conf/tune/push_from_scratch.yaml --out runs/tune/push --report

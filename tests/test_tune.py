@@ -98,6 +98,32 @@ def test_run_cost_counts_steps_to_target_and_ranks_censored_runs_by_how_far_they
     assert tune.run_cost(space, nothing, 0.0)[0] == 12000 > tune.run_cost(space, short, 0.1)[0] > 4096
 
 
+def test_a_seconds_search_scores_wall_clock_without_evaluations_and_budgets_by_time(tmp_path):
+    space_file = tmp_path / "space.yaml"
+    seconds = "objective: seconds\ntime_limit_min: 0.5\nmax_env_steps: 6000"
+    space_file.write_text(TINY.replace("max_env_steps: 6000", seconds))
+    space = tune.load_space(space_file)
+    assert (space.objective, space.budget, space.unit) == ("seconds", 30.0, ("s", 1.0))
+    overrides = space.base_overrides(0)
+    assert "time_limit_min=0.5" in overrides and "max_env_steps=6000" in overrides  # both budgets apply
+    config = space.trial_config({}, 0)
+    assert config.time_limit_min == 0.5 and config.max_env_steps == 6000
+    reached = {"target": {"reached": True, "env_steps": 4096, "success": 0.35, "seconds": 21.0, "train_seconds": 17.5},
+               "eval": {"success_rate": 0.35}, "best_eval": 0.35}  # fmt: skip
+    assert tune.run_cost(space, reached, 0.0) == (17.5, 0.35)  # evaluations left out
+    short = {"target": {"reached": False}, "eval": {"success_rate": 0.15}, "best_eval": 0.2}
+    assert tune.run_cost(space, short, 0.1)[0] == pytest.approx(30 * (2 - 0.2 / 0.3))
+    code, stdout, stderr = run_cli(str(space_file), "--out", str(tmp_path / "study"), "--trials", "1")
+    assert code == 0, stderr
+    (run,) = [json.loads(line) for line in (tmp_path / "study" / "runs.jsonl").read_text().splitlines()][:1]
+    summary = json.loads((tmp_path / "study" / "trial_000" / "seed_0" / "summary.json").read_text())
+    if run["reached"]:
+        assert run["cost"] == summary["target"]["train_seconds"] <= summary["target"]["seconds"] <= summary["seconds"]
+    else:
+        assert run["cost"] == pytest.approx(30 * (2 - min(run["best"], 0.3) / 0.3))
+    assert "| trial | state | value (s) |" in stdout and "mean seconds to target" in stdout
+
+
 @pytest.mark.parametrize(
     "text, message",
     [
@@ -111,6 +137,9 @@ def test_run_cost_counts_steps_to_target_and_ranks_censored_runs_by_how_far_they
         ("params: {algo.group_size: {choices: [8, 0]}}\n", "algo.group_size=0"),
         ("params: {algo.nonsense: {low: 1, high: 2}}\n", "nonsense"),
         ("seeds: [-1]\nparams: {algo.lr: {low: 1.0e-4, high: 1.0e-3}}\n", "seeds must be"),
+        ("objective: wallclock\nparams: {algo.lr: {low: 1.0e-4, high: 1.0e-3}}\n", "objective='wallclock' is invalid"),
+        ("objective: seconds\nparams: {algo.lr: {low: 1.0e-4, high: 1.0e-3}}\n", "needs time_limit_min > 0"),
+        ("max_env_steps: null\nparams: {algo.lr: {low: 1.0e-4, high: 1.0e-3}}\n", "needs max_env_steps"),
     ],
 )
 def test_a_bad_search_space_is_one_line_before_any_work(tmp_path, text, message):
@@ -127,7 +156,7 @@ def test_a_bad_search_space_is_one_line_before_any_work(tmp_path, text, message)
 def test_the_shipped_search_spaces_load():
     for path in sorted((ROOT / "conf" / "tune").glob("*.yaml")):
         space = tune.load_space(path)
-        assert space.params and space.target == 0.9 and 3 not in space.seeds  # 3-7 are for confirming
+        assert space.params and space.target in (0.9, 0.95) and 3 not in space.seeds  # 3-7 are for confirming
 
 
 def test_a_run_ended_by_a_signal_is_not_scored_and_stops_the_search(tmp_path, monkeypatch):

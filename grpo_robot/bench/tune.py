@@ -1,14 +1,20 @@
 """Hyperparameter search with Optuna: each trial trains a preset on several seeds and scores the
-env steps it took to reach a target success (`scripts/tune.py`, search spaces in `conf/tune/`).
+env steps (or the seconds) it took to reach a target success (`scripts/tune.py`, search spaces in
+`conf/tune/`).
 
 A trial's cost on one seed is the env steps at the first evaluation at or above `target`; a run
 that ends its budget (`max_env_steps`) below it costs `max_env_steps * (2 - best / target)`, so
 censored runs still rank by how far they got (`best`: the best of the run's evaluations and its
-last iterations' training success). The trial's value is the mean over `seeds`; Optuna's TPE
-sampler (seeded) proposes the next trial and its median pruner stops a trial whose running mean
-after a seed is worse than the median of earlier trials there. The study lives in
-`<out>/study.db` (SQLite), so an interrupted search resumes where it stopped, and every finished
-run appends a line to `<out>/runs.jsonl`.
+last iterations' training success). With `objective: seconds` the cost is the run's wall-clock to
+that evaluation, every stage counted (demos, cloning, rollouts, updates) but the evaluations (how
+often a preset evaluates is its own choice), and the budget is `time_limit_min`: a censored run
+costs `60 * time_limit_min * (2 - best / target)`. Seconds are what a user waits for, update cost
+included, but they carry the machine's noise: compare trials run on one machine in one period.
+
+The trial's value is the mean over `seeds`; Optuna's TPE sampler (seeded) proposes the next
+trial and its median pruner stops a trial whose running mean after a seed is worse than the
+median of earlier trials there. The study lives in `<out>/study.db` (SQLite), so an interrupted
+search resumes where it stopped, and every finished run appends a line to `<out>/runs.jsonl`.
 
 Why not Hydra's Optuna sweeper: it runs one job per trial (a trial here is several seeds' runs,
 aggregated), and its current release pins optuna < 3.
@@ -27,7 +33,9 @@ import yaml
 
 from grpo_robot.cli import compose_train_config as compose
 
-TUNE_KEYS = {"experiment", "overrides", "seeds", "target", "max_env_steps", "eval_every", "eval_seeds", "params"}
+TUNE_KEYS = {"experiment", "overrides", "seeds", "target", "max_env_steps", "eval_every", "eval_seeds", "params",
+             "objective", "time_limit_min"}  # fmt: skip
+OBJECTIVES = ("env_steps", "seconds")
 
 
 class TuneInterrupted(RuntimeError):
@@ -66,16 +74,28 @@ class Space:
     overrides: tuple[str, ...] = ()
     seeds: tuple[int, ...] = (0, 1, 2)
     target: float = 0.9
-    max_env_steps: int = 5_000_000
+    max_env_steps: int | None = 5_000_000
     eval_every: int = 5
     eval_seeds: int = 100
+    objective: str = "env_steps"  # or "seconds": wall-clock to the target, all stages
+    time_limit_min: float | None = None  # the budget of a `seconds` search (each run's time limit)
     source: str = field(default="", compare=False)
+
+    @property
+    def budget(self) -> float:
+        """A run's budget in the objective's unit: env steps, or seconds."""
+        return 60.0 * self.time_limit_min if self.objective == "seconds" else float(self.max_env_steps)
+
+    @property
+    def unit(self) -> tuple[str, float]:
+        """(name, divisor) to print a value: M env steps, or seconds."""
+        return ("M env steps", 1e6) if self.objective == "env_steps" else ("s", 1.0)
 
     def base_overrides(self, seed: int) -> list[str]:
         return [f"experiment={self.experiment}", *self.overrides, f"seed={seed}", f"target_success={self.target}",
-                f"max_env_steps={self.max_env_steps}", f"eval_every={self.eval_every}",
+                f"max_env_steps={_hydra(self.max_env_steps)}", f"eval_every={self.eval_every}",
                 f"eval_seeds={self.eval_seeds}", "iterations=1000000", "progress=false",
-                "time_limit_min=null"]  # fmt: skip
+                f"time_limit_min={_hydra(self.time_limit_min)}"]  # fmt: skip
 
     def trial_config(self, values: dict[str, Any], seed: int):
         return compose(*self.base_overrides(seed), *(f"{k}={_hydra(v)}" for k, v in values.items()))
@@ -125,9 +145,18 @@ def load_space(path: str | Path) -> Space:
     seeds = tuple(raw.get("seeds", (0, 1, 2)))
     if not seeds or not all(isinstance(s, int) and s >= 0 for s in seeds):
         raise ValueError(f"{path}: seeds must be a non-empty list of integers >= 0, got {list(seeds)!r}")
+    objective = raw.get("objective", "env_steps")
+    if objective not in OBJECTIVES:
+        raise ValueError(f"{path}: objective={objective!r} is invalid: allowed: {', '.join(OBJECTIVES)}")
+    limit = raw.get("time_limit_min")
+    if objective == "seconds" and not (isinstance(limit, (int, float)) and not isinstance(limit, bool) and limit > 0):
+        raise ValueError(f"{path}: objective: seconds needs time_limit_min > 0 (each run's budget), got {limit!r}")
+    if objective == "env_steps" and raw.get("max_env_steps", 1) is None:
+        raise ValueError(f"{path}: objective: env_steps needs max_env_steps (each run's budget), got null")
     space = Space(experiment=str(raw.get("experiment", "push_from_scratch")), params=tuple(params),
                   overrides=tuple(raw.get("overrides") or ()), seeds=seeds,
-                  **{k: raw[k] for k in ("target", "max_env_steps", "eval_every", "eval_seeds") if k in raw},
+                  **{k: raw[k] for k in ("target", "max_env_steps", "eval_every", "eval_seeds", "objective",
+                                         "time_limit_min") if k in raw},
                   source=str(path))  # fmt: skip
     try:
         for p in params:
@@ -143,13 +172,14 @@ def load_space(path: str | Path) -> Space:
 
 
 def run_cost(space: Space, summary: dict, train_success: float) -> tuple[float, float]:
-    """(cost in env steps, best success) of one finished run (see the module's docstring)."""
+    """(cost in env steps or seconds, best success) of one finished run (see the module's docstring)."""
     target = summary.get("target") or {}
     final = (summary.get("eval") or {}).get("success_rate", 0.0)
     best = max(summary.get("best_eval", 0.0), final, train_success)
     if target.get("reached"):
-        return float(target["env_steps"]), float(target["success"])
-    return space.max_env_steps * (2.0 - min(best, space.target) / space.target), best
+        cost = target["env_steps" if space.objective == "env_steps" else "train_seconds"]
+        return float(cost), float(target["success"])
+    return space.budget * (2.0 - min(best, space.target) / space.target), best
 
 
 def train_one(space: Space, values: dict[str, Any], seed: int, run_dir: Path) -> dict:
@@ -177,7 +207,8 @@ def train_one(space: Space, values: dict[str, Any], seed: int, run_dir: Path) ->
     cost, best = run_cost(space, summary, recent)
     target = summary.get("target") or {}
     return {"seed": seed, "cost": cost, "reached": bool(target.get("reached")), "env_steps": summary["env_steps"],
-            "seconds": summary["seconds"], "train_seconds_to_target": target.get("train_seconds"),
+            "seconds": summary["seconds"], "seconds_to_target": target.get("seconds"),
+            "train_seconds_to_target": target.get("train_seconds"),
             "final_success": (summary.get("eval") or {}).get("success_rate"), "best": best,
             "stopped": summary.get("stopped"), "machine": summary.get("machine")}  # fmt: skip
 
@@ -210,7 +241,8 @@ def run(space: Space, out: Path, trials: int, log: Callable[[str], None] = print
                 f.write(json.dumps(rec) + "\n")
             costs.append(rec["cost"])
             outcome = "reached" if rec["reached"] else "not reached"
-            log(f"trial {trial.number} seed {seed}: {outcome}, cost {rec['cost'] / 1e6:.2f} M env steps, "
+            unit, div = space.unit
+            log(f"trial {trial.number} seed {seed}: {outcome}, cost {rec['cost'] / div:.2f} {unit}, "
                 f"final {rec['final_success']:.1%}, {rec['seconds']:.0f} s")  # fmt: skip
             trial.report(sum(costs) / len(costs), k)
             if k < len(space.seeds) - 1 and trial.should_prune():
@@ -227,16 +259,18 @@ def report(space: Space, out: Path) -> list[str]:
     """Markdown lines: the space, and every trial by value (pruned and unfinished ones last)."""
     st = study(space, out)
     keys = [p.key for p in space.params]
+    unit, div = space.unit
+    head = "M" if space.objective == "env_steps" else "s"
     lines = [f"search space ({space.source}): " + "; ".join(
         f"{p.key} in {list(p.choices)}" if p.choices is not None else
         f"{p.key} in [{p.low}, {p.high}]{' log' if p.log else ''}" for p in space.params),  # fmt: skip
         f"preset {space.experiment}, seeds {list(space.seeds)}, target {space.target:.0%}, budget "
-        f"{space.max_env_steps / 1e6:g} M env steps per run; value: mean env steps to target (M)", "",
-        "| trial | state | value (M) | " + " | ".join(keys) + " |",
+        f"{space.budget / div:g} {unit} per run; value: mean {space.objective.replace('_', ' ')} to target", "",
+        f"| trial | state | value ({head}) | " + " | ".join(keys) + " |",
         "| ---: | --- | ---: |" + " --- |" * len(keys)]  # fmt: skip
     order = sorted(st.trials, key=lambda t: (t.value is None, t.value if t.value is not None else math.inf))
     for t in order:
-        value = f"{t.value / 1e6:.2f}" if t.value is not None else "-"
+        value = f"{t.value / div:.2f}" if t.value is not None else "-"
         cells = [_fmt(t.params.get(k)) for k in keys]
         lines.append(f"| {t.number} | {t.state.name.lower()} | {value} | " + " | ".join(cells) + " |")
     complete = [t for t in st.trials if t.value is not None]
