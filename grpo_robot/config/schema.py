@@ -16,7 +16,7 @@ from omegaconf import MISSING, DictConfig
 from grpo_robot.algo import ADVANTAGE_ESTIMATORS, AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES, RATIO_LEVELS
 from grpo_robot.envs import TASKS
 from grpo_robot.policies.base import ACTIVATIONS, POLICIES
-from grpo_robot.policies.tokenized import BIN_LOGITS, DECODES
+from grpo_robot.policies.tokenized import BIN_LOGITS, DECODES, HEADS
 
 
 def choice(default: str, *others: str) -> Any:
@@ -93,7 +93,7 @@ class PolicyConfig:
     squash: bool = False  # tanh-squash actions (log-prob corrected); else clip to [-1, 1]
     # tokenized only
     bins: int = 256  # K uniform bins over [-1, 1] per action dimension
-    head: str = choice("factorized", "autoregressive")  # (dimension d conditioned on tokens < d)
+    head: str = choice(*HEADS)  # (dimension d conditioned on tokens < d)
     temperature: float = 1.0  # divides the logits
     # a learned temperature per action dimension, starting at `temperature`: one knob per
     # dimension that sharpens or widens every state's categorical at once, as a Gaussian's log-std does

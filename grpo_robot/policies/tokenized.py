@@ -47,6 +47,7 @@ def sample_categorical(logits: torch.Tensor, generator: torch.Generator | None =
     return torch.searchsorted(cdf, u * cdf[..., -1:], right=True)[..., 0].clamp_(max=cdf.shape[-1] - 1)
 
 
+HEADS = ("factorized", "autoregressive")  # one categorical per dimension, or each given the tokens before it
 BIN_LOGITS = ("free", "ordinal", "gaussian")  # how the head's outputs become each bin's logit
 
 # deterministic actions of a categorical over bins (evaluation, videos, BC's validation score)
@@ -99,8 +100,8 @@ class TokenizedPolicy(Policy):
         init_std: float = 0.3,
     ) -> None:
         super().__init__(obs_dim, action_dim, obs_norm)
-        if head not in ("factorized", "autoregressive"):
-            raise ValueError(f"head must be factorized or autoregressive, got {head!r}")
+        if head not in HEADS:
+            raise ValueError(f"head must be one of {', '.join(HEADS)}, got {head!r}")
         if bin_logits not in BIN_LOGITS:
             raise ValueError(f"bin_logits must be one of {', '.join(BIN_LOGITS)}, got {bin_logits!r}")
         check_decode(decode)
