@@ -74,7 +74,8 @@ class RolloutWorker:
         return ray.get_runtime_context().get_node_id()
 
     def collect(self, weights: dict[str, torch.Tensor], run_seed: int, it: int, round_: int, seeds: np.ndarray,
-                start: int, total: int, noise_correlation: float = 0.0) -> tuple[Batch, float]:  # fmt: skip
+                start: int, total: int, noise_correlation: float = 0.0,
+                max_steps: int | None = None) -> tuple[Batch, float]:  # fmt: skip
         """Worlds `start:start + len(seeds)` of the draw -> (their batch, seconds it took)."""
         t0 = time.perf_counter()
         self.policy.load_state_dict(weights)
@@ -83,7 +84,7 @@ class RolloutWorker:
         if self.exact_split is None:  # the first draw: keep the split only where it is exact
             self.exact_split = exact_settings(self.policy, len(seeds), self.split, None, torch.device("cpu"))[0]
         batch = collect(self.env, self.policy, seeds, torch.device("cpu"), rows, False, self.final_step_outcome,
-                        self.exact_split)  # fmt: skip
+                        self.exact_split, max_steps)  # fmt: skip
         return batch, time.perf_counter() - t0
 
     def close(self) -> None:
@@ -135,7 +136,8 @@ class RaySampler(GroupSampler):
         sampling = algo.dynamic_sampling
         super().__init__(None, cfg.seed, algo.groups_per_iter, algo.group_size, device,  # type: ignore[arg-type]
                          cfg.env.outcome == "final_step", tuple(sampling.keep_range) if sampling.enabled else None,
-                         sampling.max_rounds, rollout.split, None, algo.noise_correlation)  # fmt: skip
+                         sampling.max_rounds, rollout.split, None, algo.noise_correlation,
+                         algo.train_horizon)  # fmt: skip
         self.cfg = cfg
         self.started_ray = connect(cfg.ray.address)
         # contiguous slices of whole groups (a group's members share one env: clone starts need it)
@@ -173,7 +175,7 @@ class RaySampler(GroupSampler):
         def submit(k: int):
             a, b = self.slices[k]
             return self.workers[k].collect.remote(weights, self.run_seed, it, round_, seeds[a:b], a, self.total,
-                                                  self.noise_correlation)
+                                                  self.noise_correlation, self.max_steps)
 
         t0 = time.perf_counter()
         pending = {submit(k): (k, time.perf_counter()) for k in range(len(self.workers))}

@@ -4,6 +4,7 @@ with DAPO's dynamic sampling when configured."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -92,8 +93,11 @@ def collect(
     deterministic: bool = False,
     final_step_outcome: bool = False,
     split: int = 1,
+    max_steps: int | None = None,
 ) -> Batch:
-    """Reset `env` from `seeds [B]` and run `policy` until every world is done.
+    """Reset `env` from `seeds [B]` and run `policy` until every world is done, or for
+    `max_steps` control steps (a training horizon shorter than the env's: a world still running
+    then has not succeeded).
 
     The outcome is success at any step (the env ends the episode there) unless
     `final_step_outcome`, where it is the success predicate at the last step. With `split > 1`
@@ -102,10 +106,12 @@ def collect(
     same, bit for bit.
     """
     if split > 1 and hasattr(env, "step_async") and (generator is not None or deterministic):
-        return collect_split(env, policy, seeds, device, generator, deterministic, final_step_outcome, split)
+        return collect_split(env, policy, seeds, device, generator, deterministic, final_step_outcome, split,
+                             max_steps)  # fmt: skip
     obs_np = env.reset(seeds)
     obs_steps, raw_steps, logp_steps, mask_steps = [], [], [], []
-    while not env.done.all():
+    limit = math.inf if max_steps is None else max_steps
+    while not env.done.all() and len(obs_steps) < limit:
         obs = torch.as_tensor(obs_np, device=device)
         raw, action, logp = policy.sample(obs, generator, deterministic)
         mask_steps.append(torch.as_tensor(~env.done, device=device))
@@ -144,6 +150,7 @@ def collect_split(
     deterministic: bool,
     final_step_outcome: bool,
     split: int,
+    max_steps: int | None = None,
 ) -> Batch:
     """`collect` with the worlds in `split` contiguous parts, pipelined: while part p's physics
     runs on the env's thread (`step_async`, which releases the GIL), the policy samples part
@@ -158,7 +165,13 @@ def collect_split(
     rows = [draws.rows(p.start, p.stop) if draws is not None else None for p in parts]
     steps: list[list[tuple]] = []  # per control step: per part (obs, raw, logp, mask)
     pending = [None] * len(parts)
+    limit = math.inf if max_steps is None else max_steps
     while True:
+        if len(steps) >= limit:  # the training horizon: finish the steps under way, then stop
+            for future in pending:
+                if future is not None:
+                    future.result()
+            break
         step, any_live = [], False
         for k, part in enumerate(parts):
             if pending[k] is not None:
@@ -243,8 +256,10 @@ class GroupSampler:
         split: int = 1,
         policy_threads: int | None = None,
         noise_correlation: float = 0.0,
+        max_steps: int | None = None,
     ) -> None:
         self.env, self.run_seed, self.device = env, run_seed, device
+        self.max_steps = max_steps  # algo.train_horizon: control steps per rollout, null = the env's horizon
         self.noise_correlation = noise_correlation  # algo.noise_correlation (seeding.CorrelatedDraws)
         self.n_groups, self.group_size = n_groups, group_size
         self.final_step_outcome = final_step_outcome
@@ -262,7 +277,8 @@ class GroupSampler:
             self._settings = exact_settings(policy, len(seeds), split, self.policy_threads, self.device)
         split, threads = self._settings
         with torch_threads(threads):
-            return collect(self.env, policy, seeds, self.device, generator, False, self.final_step_outcome, split)
+            return collect(self.env, policy, seeds, self.device, generator, False, self.final_step_outcome, split,
+                           self.max_steps)  # fmt: skip
 
     def close(self) -> None:
         """Release what the sampler holds beyond the env (the Ray backend's workers)."""

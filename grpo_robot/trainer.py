@@ -38,7 +38,7 @@ from omegaconf import OmegaConf
 
 from grpo_robot import checkpoint, lifecycle, machine, rundir
 from grpo_robot.algo import ADVANTAGE_ESTIMATORS, mixed_fraction
-from grpo_robot.config import TrainConfig, config_dict, policy_kwargs, validate
+from grpo_robot.config import ConfigError, TrainConfig, config_dict, policy_kwargs, validate
 from grpo_robot.device import resolve_device
 from grpo_robot.environment import GroupEnv, make_env, make_eval_env
 from grpo_robot.evaluation import EvalResult, evaluate
@@ -73,6 +73,15 @@ class Trainer:
             worlds = min(worlds, cfg.eval_seeds)  # here: sizes and evaluation
         self.env = env if env is not None else make_env(cfg.env, worlds)
         self.eval_env = make_eval_env(cfg, cfg.eval_seeds, self.env)
+        horizon = self.env.horizon  # of training rollouts: algo.train_horizon, at most the env's
+        if algo.train_horizon is not None:
+            if algo.train_horizon > self.env.horizon:  # a Gymnasium env's horizon is known only now
+                self.env.close()
+                if self.eval_env is not self.env:
+                    self.eval_env.close()
+                raise ConfigError(f"algo.train_horizon={algo.train_horizon} is invalid: must be <= the env's "
+                                  f"horizon ({self.env.horizon}), which evaluation runs; null = the env's horizon")
+            horizon = algo.train_horizon
         task = None
         if cfg.env.task:
             from grpo_robot.envs import make_task
@@ -103,7 +112,7 @@ class Trainer:
             self.critic = Critic(self.env.obs_dim, sizes, activation, algo, task).to(self.device)
             self.advantage_source = self.critic
         extra = [] if self.critic is None else [self.critic]
-        self.learner = Learner(policy, algo, self.env.horizon, cfg.iterations, cfg.seed, self.device, extra)
+        self.learner = Learner(policy, algo, horizon, cfg.iterations, cfg.seed, self.device, extra)
         sampling = algo.dynamic_sampling
         if cfg.rollout.backend == "ray":
             from grpo_robot.ray_rollout import RaySampler
@@ -118,7 +127,7 @@ class Trainer:
                                         cfg.env.outcome == "final_step", tuple(sampling.keep_range)
                                         if sampling.enabled else None, sampling.max_rounds,
                                         cfg.rollout.split, cfg.rollout.policy_threads,
-                                        algo.noise_correlation)  # fmt: skip
+                                        algo.noise_correlation, algo.train_horizon)  # fmt: skip
         self.hooks = [*default_hooks(cfg), *hooks]
         self.iteration = self.env_steps = 0
         self.best_eval = -1.0

@@ -189,6 +189,10 @@ class AlgoConfig:
     # step's noise still the policy's own distribution): near 1 an exploring arm keeps a direction
     # for about 1 / (1 - rho) steps instead of jittering; 0 = independent draws at every step
     noise_correlation: float = 0.0
+    # control steps per training rollout: a world still running then counts as a failure, so
+    # failures cost this many steps instead of the env's horizon and success comes sooner; a success
+    # needing more steps earns nothing. Evaluation always runs env.horizon. null = env.horizon
+    train_horizon: int | None = None
     clip: ClipConfig = field(default_factory=ClipConfig)
     kl: KLConfig = field(default_factory=KLConfig)
     dynamic_sampling: DynamicSamplingConfig = field(default_factory=DynamicSamplingConfig)

@@ -152,6 +152,7 @@ RANGES: dict[tuple[type, str], Range] = {
     (AlgoConfig, "max_skipped_steps"): Range(0),
     (AlgoConfig, "entropy_coef"): Range(0, 1000),
     (AlgoConfig, "noise_correlation"): Range(0, 1, high_open=True, why="1 would never draw fresh noise"),
+    (AlgoConfig, "train_horizon"): Range(1, MAX_HORIZON, guard=True, null="env.horizon"),  # and <= it (validate)
     (DemoConfig, "episodes"): Range(
         1, MAX_DEMO_EPISODES, guard=True, why="they are collected before anything else is printed"
     ),  # fmt: skip
@@ -325,6 +326,10 @@ def validate(cfg: TrainConfig) -> None:
     n_traj = algo.group_size * algo.groups_per_iter
     _check(1 <= algo.minibatches <= n_traj, "algo.minibatches", algo.minibatches,
            f"must be in [1, group_size * groups_per_iter = {n_traj}]")  # fmt: skip
+    if algo.train_horizon is not None and (cfg.env.horizon or cfg.env.task):
+        horizon = env_sizes(cfg.env).horizon
+        _check(algo.train_horizon <= horizon, "algo.train_horizon", algo.train_horizon,
+               f"must be <= the env's horizon ({horizon}), which evaluation runs; null = that horizon")  # fmt: skip
     lo_hi = list(sampling.keep_range)
     _check(len(lo_hi) == 2 and 0 <= lo_hi[0] < lo_hi[1] <= 1, "algo.dynamic_sampling.keep_range", lo_hi,
            "must be [low, high] with 0 <= low < high <= 1")  # fmt: skip
