@@ -406,24 +406,25 @@ def test_presets_pass(overrides):
 
 
 def test_a_preset_built_on_another_keeps_the_base_and_yields_to_the_command_line():
-    """`experiment=push_cube_bc_tokenized` is push_cube_bc with its own policy, and the base's lr and
-    init_std; the command line still wins, and a resumed run counts the base preset's keys as set
-    by the experiment."""
+    """`experiment=push_cube_bc_tokenized` is push_cube_bc with its own policy and GRPO settings,
+    and the base's demos and env; the command line still wins, and a resumed run counts the base
+    preset's keys as set by the experiment."""
     from grpo_robot.cli import _precompose, _touched_keys
 
     base = compose_train_config("experiment=push_cube_bc")
     tokenized = compose_train_config("experiment=push_cube_bc_tokenized")
-    assert (base.policy.type, base.algo.lr) == ("gaussian", 3e-4)
+    assert (base.policy.type, base.algo.lr, base.algo.train_horizon) == ("gaussian", 0.0014558747816696843, 60)
     assert (tokenized.policy.type, tokenized.policy.bins, tokenized.policy.bin_logits) == ("tokenized", 64, "gaussian")
-    assert (tokenized.algo.lr, tokenized.policy.init_std) == (3e-4, 0.3)  # the base preset's
-    assert (tokenized.env.task, tokenized.iterations, tokenized.demos.episodes) == ("PushCube", 250, 10)
+    assert (tokenized.algo.lr, tokenized.policy.init_std, tokenized.algo.train_horizon) == (3e-4, 0.3, None)  # its own
+    assert (tokenized.env.task, tokenized.iterations, tokenized.demos.episodes) == ("PushCube", 250, 10)  # the base's
+    assert (tokenized.pretrain, tokenized.bc.seed, tokenized.env.horizon) == (True, 0, None)
     mine = compose_train_config("experiment=push_cube_bc_tokenized", "algo.lr=1e-4", "policy=gaussian")
     assert (mine.algo.lr, mine.policy.type) == (1e-4, "gaussian")
     overrides = ["experiment=push_cube_bc_tokenized"]
     touched = _touched_keys(overrides, _precompose("config", overrides)[0])
     assert {"algo.lr", "policy.bins", "policy.bin_logits", "policy.init_std", "policy.type", "env.task", "iterations",
             "demos.episodes"} <= touched  # fmt: skip
-    assert "algo.epochs" not in touched
+    assert "algo.kl.beta" not in touched and "algo.entropy_coef" not in touched
 
 
 def test_the_other_commands_accept_their_edge_values():
