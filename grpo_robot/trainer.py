@@ -76,11 +76,9 @@ class Trainer:
         horizon = self.env.horizon  # of training rollouts: algo.train_horizon, at most the env's
         if algo.train_horizon is not None:
             if algo.train_horizon > self.env.horizon:  # a Gymnasium env's horizon is known only now
-                self.env.close()
-                if self.eval_env is not self.env:
-                    self.eval_env.close()
+                self.close()
                 raise ConfigError(f"algo.train_horizon={algo.train_horizon} is invalid: must be <= the env's "
-                                  f"horizon ({self.env.horizon}), which evaluation runs; null = the env's horizon")
+                                  f"horizon ({self.env.horizon}), which evaluation runs; null = that horizon")
             horizon = algo.train_horizon
         task = None
         if cfg.env.task:
