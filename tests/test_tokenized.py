@@ -289,6 +289,33 @@ def test_gaussian_bin_logits_start_as_a_discretized_gaussian_and_move_the_whole_
     assert policy.log_width.max().item() == pytest.approx(1.0)  # bounded as a Gaussian's log-std
 
 
+def test_the_bump_folded_into_one_layer_is_the_discretized_gaussian_it_stands_for():
+    """The free logits plus -(c_k - mu)^2 / 2w^2, computed as one linear layer: the same
+    categorical as the formula, after training has moved every weight, and the same gradients."""
+    torch.manual_seed(1)
+    policy = TokenizedPolicy(6, 3, bins=16, hidden_sizes=[32], obs_norm=False, bin_logits="gaussian")
+    with torch.no_grad():
+        for p in policy.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    obs = torch.randn(40, 6)
+
+    def formula():
+        features = policy.trunk(obs)
+        mu = policy.mean_head(features)[..., None]
+        free = policy.logits_head(features).view(40, 3, 16)
+        return free - 0.5 * ((policy.centres - mu) * torch.exp(-policy.log_width)[:, None]).square()
+
+    grads = []
+    for logits in (lambda: policy.logits(obs), formula):
+        log_p = torch.log_softmax(logits(), -1)
+        policy.zero_grad()
+        log_p[..., 5].sum().backward()
+        grads.append([p.grad.clone() for p in policy.parameters()])
+        grads[-1].append(log_p.detach())
+    for fused, explicit in zip(*grads, strict=True):
+        torch.testing.assert_close(fused, explicit, atol=1e-5, rtol=1e-4)
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [dict(type="gaussian"), dict(type="gaussian", state_dependent_std=True), dict(type="tokenized", bins=16),
