@@ -70,10 +70,15 @@ class Scalars(Hook):
         self.logged.update(scalars)
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-def test_ray_gives_the_local_parameters_on_a_built_in_task(local_ray, tmp_path, workers):
+@pytest.mark.parametrize("workers, train_horizon", [(1, None), (2, None), (2, 12)])
+def test_ray_gives_the_local_parameters_on_a_built_in_task(local_ray, tmp_path, workers, train_horizon):
+    """With a training horizon too (algo.train_horizon): each worker cuts its rollouts where the
+    local sampler does."""
     cfg = small_config(iterations=2)
+    cfg = replace(cfg, algo=replace(cfg.algo, train_horizon=train_horizon))
     local, summary, _ = train(on(cfg, "local"), tmp_path / "local")
+    if train_horizon is not None:  # the cut took effect: no training world ran past it
+        assert summary["env_steps"] <= 2 * cfg.algo.group_size * cfg.algo.groups_per_iter * train_horizon
     seen = Scalars()
     remote, remote_summary, trainer = train(on(cfg, "ray", workers), tmp_path / "ray", hooks=[seen])
     assert same(local, remote) and summary["env_steps"] == remote_summary["env_steps"]

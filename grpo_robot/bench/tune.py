@@ -260,7 +260,7 @@ def report(space: Space, out: Path) -> list[str]:
     st = study(space, out)
     keys = [p.key for p in space.params]
     unit, div = space.unit
-    head = "M" if space.objective == "env_steps" else "s"
+    head = unit.split()[0]  # "M" or "s"
     lines = [f"search space ({space.source}): " + "; ".join(
         f"{p.key} in {list(p.choices)}" if p.choices is not None else
         f"{p.key} in [{p.low}, {p.high}]{' log' if p.log else ''}" for p in space.params),  # fmt: skip
