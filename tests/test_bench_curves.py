@@ -33,6 +33,13 @@ def test_eval_curve_counts_seconds_from_the_first_event(tmp_path):
     assert first_reaching(points[:2], 0.9) is None
 
 
+def test_an_eval_at_the_target_reaches_it_after_tensorboards_float32(tmp_path):
+    write_events(tmp_path, [(0, 1000.0, 0.9), (100, 1001.0, 0.945), (200, 1002.0, 190 / 200), (300, 1003.0, 1.0)])
+    points = read_scalars(tmp_path)[EVAL_TAG]
+    assert points[2].value < 0.95  # what float32 makes of 0.95
+    assert first_reaching(points, 0.95) == (200, 2.0)
+
+
 def make_run(run_dir, evals, summary, overrides):
     run_dir.mkdir()
     write_events(run_dir, evals)
