@@ -46,7 +46,8 @@ def cmd_gym_envs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> N
 
 
 def cmd_update(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
-    for line in profile.update_table(args.policies, args.device, args.minibatch, args.horizon, args.repeats):
+    for line in profile.update_table(args.policies, args.device, args.minibatch, args.horizon, args.repeats,
+                                     args.overrides):  # fmt: skip
         print(line, flush=True)
 
 
@@ -94,6 +95,7 @@ def main(argv: list[str] | None = None) -> None:
     update.add_argument("--minibatch", nargs="+", type=int, default=[256, 1024, 4096, 16384], help="steps")
     update.add_argument("--horizon", type=int, default=100, help="steps per synthetic trajectory")
     update.add_argument("--repeats", type=int, default=3)
+    update.add_argument("overrides", nargs="*", help="Hydra overrides of every policy, e.g. policy.bins=64")
     prof = sub.add_parser("profile", help="one training iteration of the default job, split by part")
     prof.add_argument("--iterations", type=int, default=3)
     prof.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. policy=tokenized_factorized")

@@ -32,14 +32,16 @@ def synthetic_batch(trainer, n_traj: int, horizon: int, generator: torch.Generat
     return batch, per_traj[batch.packed()[3]]
 
 
-def time_update(policy: str, device: str, minibatch_steps: int, horizon: int, repeats: int) -> float:
-    """Samples/s of `Learner.update` with minibatches of `minibatch_steps` steps."""
+def time_update(policy: str, device: str, minibatch_steps: int, horizon: int, repeats: int,
+                overrides: Sequence[str] = ()) -> float:  # fmt: skip
+    """Samples/s of `Learner.update` with minibatches of `minibatch_steps` steps; `overrides`:
+    Hydra overrides of the policy (e.g. `policy.bins=64`)."""
     from dataclasses import replace
 
     from grpo_robot.trainer import Trainer
 
     n_traj = max(1, minibatch_steps // horizon) * 8  # 8 minibatches per epoch
-    cfg = compose("experiment=push_from_scratch", f"policy={policy}", f"device={device}", "progress=false")
+    cfg = compose("experiment=push_from_scratch", f"policy={policy}", f"device={device}", "progress=false", *overrides)
     cfg = replace(cfg, algo=replace(cfg.algo, epochs=1, minibatches=8, group_size=8, groups_per_iter=n_traj // 8))
     trainer = Trainer(cfg, "/tmp/grpo-robot-benchmark-unused")
     batch, advantages = synthetic_batch(trainer, n_traj, horizon, torch.Generator().manual_seed(0))
@@ -58,18 +60,20 @@ def time_update(policy: str, device: str, minibatch_steps: int, horizon: int, re
 
 
 def update_table(
-    policies: Sequence[str], devices: Sequence[str] | None, minibatches: Sequence[int], horizon: int, repeats: int
+    policies: Sequence[str], devices: Sequence[str] | None, minibatches: Sequence[int], horizon: int, repeats: int,
+    overrides: Sequence[str] = (),
 ) -> Iterator[str]:
     """Lines of the samples/s table of `Trainer.update`, a row per policy and device (default: the
-    CPU, and CUDA when present), a column per minibatch size."""
+    CPU, and CUDA when present), a column per minibatch size; `overrides` apply to every policy."""
     devices = devices or (["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"])
     yield f"machine: {machine.one_line()}, torch threads {torch.get_num_threads()}"
-    yield f"GRPO update samples/s (one sample = one action step), best of {repeats}\n"
+    extra = f", overrides: {' '.join(overrides)}" if overrides else ""
+    yield f"GRPO update samples/s (one sample = one action step), best of {repeats}{extra}\n"
     yield row("policy", "device", *(f"minibatch {m}" for m in minibatches))
     yield "| --- | --- |" + " ---: |" * len(minibatches)
     for policy in policies:
         for device in devices:
-            rates = [time_update(policy, device, m, horizon, repeats) for m in minibatches]
+            rates = [time_update(policy, device, m, horizon, repeats, overrides) for m in minibatches]
             yield row(policy, device, *(f"{r:,.0f}" for r in rates))
 
 
