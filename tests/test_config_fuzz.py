@@ -406,17 +406,19 @@ def test_presets_pass(overrides):
 
 
 def test_a_preset_built_on_another_keeps_the_base_and_yields_to_the_command_line():
-    """`experiment=push_cube_bc_tokenized` is push_cube_bc with its own policy and GRPO settings,
-    and the base's demos and env; the command line still wins, and a resumed run counts the base
-    preset's keys as set by the experiment."""
+    """`experiment=push_cube_bc_tokenized` is push_cube_bc with its own policy and learning rate,
+    and the base's demos, env and other GRPO settings; the command line still wins, and a resumed
+    run counts the base preset's keys as set by the experiment."""
     from grpo_robot.cli import _precompose, _touched_keys
 
     base = compose_train_config("experiment=push_cube_bc")
     tokenized = compose_train_config("experiment=push_cube_bc_tokenized")
     assert (base.policy.type, base.algo.lr, base.algo.train_horizon) == ("gaussian", 0.0014558747816696843, 60)
     assert (tokenized.policy.type, tokenized.policy.bins, tokenized.policy.bin_logits) == ("tokenized", 64, "gaussian")
-    assert (tokenized.algo.lr, tokenized.policy.init_std, tokenized.algo.train_horizon) == (3e-4, 0.3, None)  # its own
-    assert (tokenized.env.task, tokenized.iterations, tokenized.demos.episodes) == ("PushCube", 250, 10)  # the base's
+    assert tokenized.algo.lr == 7e-4  # its own
+    assert (tokenized.env.task, tokenized.iterations, tokenized.demos.episodes) == ("PushCube", 500, 10)  # the base's
+    assert (tokenized.algo.train_horizon, tokenized.algo.epochs) == (60, 9)
+    assert tokenized.policy.init_std == base.policy.init_std
     assert (tokenized.pretrain, tokenized.bc.seed, tokenized.env.horizon) == (True, 0, None)
     mine = compose_train_config("experiment=push_cube_bc_tokenized", "algo.lr=1e-4", "policy=gaussian")
     assert (mine.algo.lr, mine.policy.type) == (1e-4, "gaussian")
@@ -424,7 +426,8 @@ def test_a_preset_built_on_another_keeps_the_base_and_yields_to_the_command_line
     touched = _touched_keys(overrides, _precompose("config", overrides)[0])
     assert {"algo.lr", "policy.bins", "policy.bin_logits", "policy.init_std", "policy.type", "env.task", "iterations",
             "demos.episodes"} <= touched  # fmt: skip
-    assert "algo.kl.beta" not in touched and "algo.entropy_coef" not in touched
+    assert "algo.kl.beta" in touched  # the base chooses the whole algo group (algo=grpo_from_clone)
+    assert "rollout.backend" not in touched and "device" not in touched and "eval_seeds" not in touched
 
 
 def test_the_other_commands_accept_their_edge_values():
