@@ -3,7 +3,7 @@
     python scripts/benchmark.py envs [options of scripts/benchmark_envs.py]
     python scripts/benchmark.py gym-envs [options of scripts/benchmark_gym_envs.py]
     python scripts/benchmark.py update [--device cpu cuda] [--minibatch 256 1024 4096 16384]
-    python scripts/benchmark.py profile [--iterations 3]
+    python scripts/benchmark.py profile [--iterations 3] [OVERRIDE ...] [--before OVERRIDE ...]
     python scripts/benchmark.py train [--task LiftCube] [--algos grpo dr_grpo ppo] [--sb3-steps N]
     python scripts/benchmark.py her [--seeds 0 1 2] [--target 0.95]
 
@@ -17,7 +17,8 @@
   but shaped like PushCube's (22 observations, 4 actions, 100-step trajectories), with the
   default 128x128 policy of the `push_from_scratch` experiment.
 - `profile`: where one training iteration of the default job (`experiment=push_from_scratch`)
-  spends its time: physics, policy inference, bookkeeping, and the update.
+  spends its time: physics, policy inference, bookkeeping, and the update, against a baseline
+  (`--before`, default the unsplit rollout) and the physical limit of the same episodes.
 - `train`: time to a target success for GRPO, Dr. GRPO, PPO (and variants) from a BC start and
   from scratch, with Stable-Baselines3 PPO as an outside reference; see grpo_robot/bench/sweep.py.
 - `her`: GRPO on Gymnasium-Robotics FetchReach against Stable-Baselines3 SAC + HER, seed by seed
@@ -98,6 +99,8 @@ def main(argv: list[str] | None = None) -> None:
     update.add_argument("overrides", nargs="*", help="Hydra overrides of every policy, e.g. policy.bins=64")
     prof = sub.add_parser("profile", help="one training iteration of the default job, split by part")
     prof.add_argument("--iterations", type=int, default=3)
+    prof.add_argument("--before", nargs="+", metavar="OVERRIDE",
+                      help=f"the baseline's overrides (default: {' '.join(profile.BEFORE)})")
     prof.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. policy=tokenized_factorized")
     train = sub.add_parser("train", help="time to target success: GRPO, Dr. GRPO, PPO from BC and from scratch")
     d = sweep.Sweep()

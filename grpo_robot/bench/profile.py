@@ -143,9 +143,9 @@ def profiled_trainer(overrides: Sequence[str]):
     return Trainer(cfg, "/tmp/grpo-robot-profile-unused", env=env)
 
 
-def profile_parts(trainer, rollout_s: float, update_s: float) -> dict[str, float]:
-    """Seconds of each part over the iterations a `profiled_trainer` ran, and the rates."""
-    from grpo_robot.bench.limit import LimitReplay
+def profile_parts(trainer, rollout_s: float, update_s: float, limit_s: float) -> dict[str, float]:
+    """Seconds of each part over the iterations a `profiled_trainer` ran, and the rates;
+    `limit_s`: the open-loop replay of the same episodes (`replay_seconds`)."""
     from grpo_robot.rollout import torch_threads
     from grpo_robot.seeding import iteration_generator
 
@@ -161,8 +161,6 @@ def profile_parts(trainer, rollout_s: float, update_s: float) -> dict[str, float
     if trainer.device.type == "cuda":
         torch.cuda.synchronize()
     sample = time.perf_counter() - start
-    replay = LimitReplay(env.env, env.nthread)
-    limit_s = min(replay.run(env.recordings) for _ in range(2))  # best of 2
     steps = trainer.env_steps
     return {
         "physics": env.physics_seconds,
@@ -178,27 +176,40 @@ def profile_parts(trainer, rollout_s: float, update_s: float) -> dict[str, float
     }
 
 
-def cmd_profile(args: argparse.Namespace) -> None:
-    """Time one iteration's parts, the rollout as it was (`BEFORE`) and as configured, side by
-    side: their iterations alternate, so machine drift hits both alike. The env and its physics
-    are timed from inside (`ProfiledEnv`, `BatchedEnv.physics_seconds`, on the physics thread
-    when the rollout is split), the policy by replaying its inputs, the update around it."""
-    import grpo_robot.batched as batched
+def replay_seconds(replay, recordings) -> float:
+    """Seconds of the open-loop replay of `recordings` (`LimitReplay`), best of 2."""
+    return min(replay.run(recordings) for _ in range(2))
 
-    variants = {"before": profiled_trainer([*BEFORE, *args.overrides]), "after": profiled_trainer(args.overrides)}
-    times = {name: [0.0, 0.0] for name in variants}
+
+def cmd_profile(args: argparse.Namespace) -> None:
+    """Time one iteration's parts, the rollout as it was (`args.before`, default `BEFORE`) and as
+    configured, side by side: their iterations alternate, and each iteration's episodes are
+    replayed open loop right after it (the physical limit), so machine drift hits all alike. The
+    env and its physics are timed from inside (`ProfiledEnv`, `BatchedEnv.physics_seconds`, on the
+    physics thread when the rollout is split), the policy by replaying its inputs, the update
+    around it."""
+    import grpo_robot.batched as batched
+    from grpo_robot.bench.limit import LimitReplay
+
+    before = tuple(args.before) if getattr(args, "before", None) else BEFORE
+    variants = {"before": profiled_trainer([*args.overrides, *before]), "after": profiled_trainer(args.overrides)}
+    replays = {name: LimitReplay(t.sampler.env.env, t.sampler.env.nthread) for name, t in variants.items()}
+    times = {name: [0.0, 0.0, 0.0] for name in variants}  # rollout, update, limit
     for _ in range(args.iterations):
         for name, trainer in variants.items():
+            recordings = trainer.sampler.env.recordings
+            first = len(recordings)
             scalars = trainer.train_iteration().scalars
             times[name][0] += scalars["time/rollout_s"]
             times[name][1] += scalars["time/update_s"]
+            times[name][2] += replay_seconds(replays[name], recordings[first:])
     parts = {name: profile_parts(trainer, *times[name]) for name, trainer in variants.items()}
     n = args.iterations
     after = variants["after"].cfg.rollout
     print(f"machine: {machine.one_line()}; {batched.default_threads()} physics threads")
     print(f"{n} iterations each of experiment=push_from_scratch {' '.join(args.overrides)}".rstrip()
           + f", {parts['after']['steps'] / n:,.0f} env steps each, alternating; mean s per iteration")  # fmt: skip
-    print(f"before: {' '.join(BEFORE)}; after: rollout.split={after.split} "
+    print(f"before: {' '.join(before)}; after: rollout.split={after.split} "
           f"rollout.policy_threads={after.policy_threads}\n")  # fmt: skip
     print("| part | before | after |")
     print("| --- | ---: | ---: |")
@@ -215,7 +226,8 @@ def cmd_profile(args: argparse.Namespace) -> None:
         print(f"{name}: rollout during training {p['rate']:,.0f} env steps/s (physics calls alone: "
               f"{p['physics_rate']:,.0f}); physical limit {p['limit_rate']:,.0f}; "
               f"rollout / limit: {p['rate'] / p['limit_rate']:.2f}")  # fmt: skip
-    print("(physical limit: the same episodes replayed open-loop in one mujoco.rollout call each)")
+    print("(physical limit: each iteration's episodes replayed open-loop right after it, one "
+          "mujoco.rollout call each, best of 2)")
     ratio = parts["before"]["total"] / parts["after"]["total"]
     print(f"rollout / limit: {parts['after']['rate'] / parts['after']['limit_rate']:.2f} "
           f"(after); iteration speed-up {ratio:.2f}x")  # fmt: skip
