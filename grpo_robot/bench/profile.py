@@ -191,7 +191,7 @@ def cmd_profile(args: argparse.Namespace) -> None:
     import grpo_robot.batched as batched
     from grpo_robot.bench.limit import LimitReplay
 
-    before = tuple(args.before) if getattr(args, "before", None) else BEFORE
+    before = tuple(args.before or BEFORE)
     variants = {"before": profiled_trainer([*args.overrides, *before]), "after": profiled_trainer(args.overrides)}
     replays = {name: LimitReplay(t.sampler.env.env, t.sampler.env.nthread) for name, t in variants.items()}
     times = {name: [0.0, 0.0, 0.0] for name in variants}  # rollout, update, limit
