@@ -70,6 +70,7 @@ TRAIN_POLICY = [
     case("train", "policy.init_std=inf"),
     case("train", "policy.init_std=11"),
     case("train", "policy.max_std=0.1", key="policy.max_std"),  # below init_std, where the std starts
+    case("train", "policy.min_std=0.9", key="policy.min_std"),  # above init_std
     case("train", "policy=tokenized_factorized", "policy.temperature=inf", key="policy.temperature"),
     case("train", "policy.temperature=0"),
     case("train", "policy.bins=1"),
@@ -287,6 +288,7 @@ MORE_TRAIN = [
     ("env.horizon", -5), ("env.nthread", 0), ("env.step_timeout_s", math.inf), ("env.step_timeout_s", -1.0),
     ("policy.init_std", math.nan), ("policy.init_std", 0.0), ("policy.init_std", -1.0), ("policy.temperature", 1000.0),
     ("policy.max_std", 0.0), ("policy.max_std", math.inf), ("policy.max_std", 10.5),
+    ("policy.min_std", 0.0), ("policy.min_std", -0.1), ("policy.min_std", math.nan),
     ("policy.temperature", -1.0), ("policy.embed_dim", 0), ("algo.lr", math.nan), ("algo.lr", 0.0), ("algo.lr", -1e-3),
     ("algo.entropy_coef", -0.1), ("algo.entropy_coef", 1e5), ("algo.adv_eps", -1.0), ("algo.adv_eps", 2.0),
     ("algo.max_grad_norm", 0.0), ("algo.max_grad_norm", -1.0), ("algo.minibatches", 0), ("algo.group_size", 0),

@@ -17,6 +17,7 @@ from cli_harness import run_main
 from grpo_robot import checkpoint
 from grpo_robot.config import AlgoConfig, EnvConfig, KLConfig, PolicyConfig, TrainConfig
 from grpo_robot.hooks import Hook
+from grpo_robot.policies.gaussian import GaussianPolicy
 from grpo_robot.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -348,3 +349,28 @@ def test_max_std_bounds_the_learned_std_without_freezing_it(tmp_path):
     optimizer.step()  # descent on the entropy: narrower
     policy.after_step()
     assert (policy.log_std.detach() < math.log(0.6)).all()
+
+
+def test_min_std_floors_the_learned_std_without_freezing_it():
+    """`policy.min_std` is the floor the same projection keeps: descent on the entropy stops at it
+    (in the parameter and in the distribution), and from the floor an entropy bonus widens it again."""
+    policy = GaussianPolicy(3, 2, hidden_sizes=[8], init_std=0.5, min_std=0.3)
+    optimizer = torch.optim.SGD([policy.log_std], lr=0.5)
+    obs, raw = torch.zeros(1, 3), torch.zeros(1, 2)
+    floor = torch.full((2,), math.log(0.3))
+
+    def entropy_step(sign):  # SGD on sign x entropy: each dimension's log-std moves by 0.5
+        optimizer.zero_grad()
+        (sign * policy.log_probs(obs, raw)[1].sum()).backward()
+        optimizer.step()
+        policy.after_step()
+
+    for _ in range(5):  # narrower, 2.5 in log-std in all: far past the floor
+        entropy_step(1.0)
+    assert torch.equal(policy.log_std.detach(), floor)
+    entropy_step(-1.0)  # wider: the parameter at the floor still has its gradient
+    assert torch.allclose(policy.log_std.detach(), floor + 0.5)
+    narrow = GaussianPolicy(3, 2, hidden_sizes=[8], init_std=0.5, min_std=0.3)
+    with torch.no_grad():
+        narrow.log_std.fill_(-3.0)  # set past the floor by hand: the distribution still reads the floor
+    assert torch.allclose(narrow.distribution(obs)[1].exp(), torch.full((1, 2), 0.3))

@@ -89,6 +89,10 @@ class PolicyConfig:
     # Unsquashed actions are clipped to [-1, 1], so a std past ~1 mostly adds saturated actions,
     # while an entropy bonus, through Adam, raises the std at the learning rate's pace.
     max_std: float | None = None
+    # lower bound on the learned std (pre-squash), kept the same way; null: e^-5. A floor keeps a
+    # policy exploring after its first successes, when the policy gradient narrows it faster than an
+    # entropy bonus widens it (time-correlated noise makes this happen within a few hundred k steps)
+    min_std: float | None = None
     state_dependent_std: bool = False  # log-std from a head instead of a free vector
     squash: bool = False  # tanh-squash actions (log-prob corrected); else clip to [-1, 1]
     # tokenized only
@@ -114,7 +118,7 @@ def policy_kwargs(cfg: PolicyConfig) -> dict[str, Any]:
     common = dict(hidden_sizes=list(cfg.hidden_sizes), activation=cfg.activation, obs_norm=cfg.obs_norm)
     if cfg.type == "gaussian":
         return dict(common, init_std=cfg.init_std, state_dependent_std=cfg.state_dependent_std, squash=cfg.squash,
-                    max_std=cfg.max_std)
+                    max_std=cfg.max_std, min_std=cfg.min_std)
     return dict(common, bins=cfg.bins, head=cfg.head, temperature=cfg.temperature, embed_dim=cfg.embed_dim,
                 bin_logits=cfg.bin_logits, learn_temperature=cfg.learn_temperature, decode=cfg.decode,
                 init_std=cfg.init_std)

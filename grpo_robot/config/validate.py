@@ -125,6 +125,7 @@ RANGES: dict[tuple[type, str], Range] = {
     (EnvConfig, "step_timeout_s"): Range(0, 86400, low_open=True, why="seconds; 86400 is a day"),
     (PolicyConfig, "init_std"): Range(0, 10, low_open=True, why="actions live in [-1, 1]"),
     (PolicyConfig, "max_std"): Range(0, 10, low_open=True, why="actions live in [-1, 1]", null="e"),
+    (PolicyConfig, "min_std"): Range(0, 10, low_open=True, why="actions live in [-1, 1]", null="e^-5"),
     (PolicyConfig, "temperature"): Range(0, 100, low_open=True, why="it divides the logits"),
     (PolicyConfig, "bins"): Range(2, 65536, guard=True),
     (PolicyConfig, "embed_dim"): Range(1, 65536, guard=True),
@@ -418,6 +419,9 @@ def validate_policy(pol: PolicyConfig) -> None:
     if pol.max_std is not None:
         _check(pol.init_std <= pol.max_std, "policy.max_std", pol.max_std,
                f"must be at least policy.init_std={pol.init_std:g}, where the std starts")  # fmt: skip
+    if pol.min_std is not None:
+        _check(pol.min_std <= pol.init_std, "policy.min_std", pol.min_std,
+               f"must be at most policy.init_std={pol.init_std:g}, where the std starts")  # fmt: skip
 
 
 _DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")

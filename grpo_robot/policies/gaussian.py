@@ -23,7 +23,7 @@ def tanh_log_det(raw: torch.Tensor) -> torch.Tensor:
 @register_policy
 class GaussianPolicy(Policy):
     """MLP mean; log-std a learned vector (default) or a second head (`state_dependent_std`),
-    at most log(`max_std`) (default: log-std 1, std 2.7).
+    in [log(`min_std`), log(`max_std`)] (default: [-5, 1], std 0.007 to 2.7).
 
     Unsquashed: raw ~ N(mu, sigma) and the env receives clip(raw, -1, 1); the log-prob is the
     Gaussian density of raw. Squashed: the env receives tanh(raw) and the log-prob includes the
@@ -43,6 +43,7 @@ class GaussianPolicy(Policy):
         squash: bool = False,
         obs_norm: bool = True,
         max_std: float | None = None,
+        min_std: float | None = None,
     ) -> None:
         super().__init__(obs_dim, action_dim, obs_norm)
         self._kwargs = dict(
@@ -53,12 +54,14 @@ class GaussianPolicy(Policy):
             squash=squash,
             obs_norm=obs_norm,
             max_std=max_std,
+            min_std=min_std,
         )
         self.squash, self.state_dependent_std = squash, state_dependent_std
         self.trunk = mlp([obs_dim, *hidden_sizes], activation).append(ACTIVATIONS[activation]())
         self.mean_head = mlp([hidden_sizes[-1], action_dim], activation, out_scale=0.01)
         init_log_std = math.log(init_std)
         self.log_std_max = LOG_STD_MAX if max_std is None else min(LOG_STD_MAX, math.log(max_std))
+        self.log_std_min = LOG_STD_MIN if min_std is None else max(LOG_STD_MIN, math.log(min_std))
         if state_dependent_std:
             self.log_std_head = mlp([hidden_sizes[-1], action_dim], activation, out_scale=0.01)
             torch.nn.init.constant_(self.log_std_head[0].bias, init_log_std)
@@ -73,7 +76,7 @@ class GaussianPolicy(Policy):
         hidden = self.trunk(self.obs_norm(obs))
         mean = self.mean_head(hidden)
         log_std = self.log_std_head(hidden) if self.state_dependent_std else self.log_std.expand_as(mean)
-        return mean, log_std.clamp(LOG_STD_MIN, self.log_std_max)
+        return mean, log_std.clamp(self.log_std_min, self.log_std_max)
 
     def _log_probs(self, raw, mean, log_std):
         """Per-dimension log-density `[..., action_dim]` (the diagonal factorizes)."""
@@ -96,11 +99,11 @@ class GaussianPolicy(Policy):
 
     @torch.no_grad()
     def after_step(self):
-        # The free log-std is projected onto [LOG_STD_MIN, log(max_std)] after every step rather
+        # The free log-std is projected onto [log(min_std), log(max_std)] after every step rather
         # than only clamped in `distribution`: a clamped parameter past the bound gets no gradient
         # and would stay at the bound for good, even when the objective wants a narrower policy.
         if not self.state_dependent_std:
-            self.log_std.clamp_(LOG_STD_MIN, self.log_std_max)
+            self.log_std.clamp_(self.log_std_min, self.log_std_max)
 
     def sample(self, obs, generator=None, deterministic=False):
         mean, log_std = self.distribution(obs)
