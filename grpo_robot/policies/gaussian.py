@@ -117,8 +117,13 @@ class GaussianPolicy(Policy):
     def log_probs(self, obs, raw):
         mean, log_std = self.distribution(obs)
         logp = self._log_probs(raw, mean, log_std)
+        entropy = log_std + 0.5 + HALF_LOG_2PI
         if self.squash:
-            entropy = -logp  # no closed form after tanh: single-sample estimate at the taken action
-        else:
-            entropy = log_std + 0.5 + HALF_LOG_2PI
+            # H(tanh(u)) = H(u) + E[log(1 - tanh(u)^2)]: no closed form, so a one-sample estimate at
+            # the taken action, written as mean + std * z with z fixed, so that its gradient reaches
+            # the mean and the std through the squash too. (The taken action's -log p alone has the
+            # same expectation but no gradient from the squash: a bonus on it let the mean run off
+            # into saturation, |u| in the hundreds, while the "entropy" read -1000.)
+            z = ((raw - mean) * torch.exp(-log_std)).detach()
+            entropy = entropy + tanh_log_det(mean + z * torch.exp(log_std))
         return logp, entropy
