@@ -218,11 +218,16 @@ def study(space: Space, out: Path, sampler_seed: int = 0):
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     out.mkdir(parents=True, exist_ok=True)
-    return optuna.create_study(
+    st = optuna.create_study(
         study_name="tune", storage=f"sqlite:///{out / 'study.db'}", load_if_exists=True, direction="minimize",
-        sampler=optuna.samplers.TPESampler(seed=sampler_seed, n_startup_trials=min(5, max(1, len(space.params)))),
         pruner=optuna.pruners.MedianPruner(n_startup_trials=4, n_warmup_steps=0),
     )  # fmt: skip
+    # The sampler's stream starts over in every process: seeded with the seed alone, a resumed
+    # study drew its first trials' values again (its random start-up trials, and TPE's candidates).
+    # Offset by the trials the study holds, a new study is reproducible and a resumed one goes on.
+    st.sampler = optuna.samplers.TPESampler(seed=sampler_seed + len(st.trials),
+                                            n_startup_trials=min(5, max(1, len(space.params))))  # fmt: skip
+    return st
 
 
 def run(space: Space, out: Path, trials: int, log: Callable[[str], None] = print) -> Any:
