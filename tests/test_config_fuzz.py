@@ -408,19 +408,22 @@ def test_presets_pass(overrides):
 
 
 def test_a_preset_built_on_another_keeps_the_base_and_yields_to_the_command_line():
-    """`experiment=push_cube_bc_tokenized` is push_cube_bc with its own policy and learning rate,
-    and the base's demos, env and other GRPO settings; the command line still wins, and a resumed
-    run counts the base preset's keys as set by the experiment."""
+    """`experiment=push_cube_bc_tokenized` is push_cube_bc with its own policy, GRPO settings
+    (algo=grpo_from_clone at its own learning rate) and demo count, and the base's env, budget and
+    training horizon; the command line still wins, and a resumed run counts the base preset's keys
+    as set by the experiment."""
     from grpo_robot.cli import _precompose, _touched_keys
 
     base = compose_train_config("experiment=push_cube_bc")
     tokenized = compose_train_config("experiment=push_cube_bc_tokenized")
-    assert (base.policy.type, base.algo.lr, base.algo.train_horizon) == ("gaussian", 0.0014558747816696843, 60)
+    assert (base.policy.type, base.algo.lr, base.algo.train_horizon) == ("gaussian", 0.0008393179316472566, 60)
+    assert (base.algo.group_size, base.algo.minibatches, base.demos.episodes) == (8, 1, 20)
     assert (tokenized.policy.type, tokenized.policy.bins, tokenized.policy.bin_logits) == ("tokenized", 64, "gaussian")
     assert tokenized.algo.lr == 7e-4  # its own
-    assert (tokenized.env.task, tokenized.iterations, tokenized.demos.episodes) == ("PushCube", 500, 10)  # the base's
-    assert (tokenized.algo.train_horizon, tokenized.algo.epochs) == (60, 9)
-    assert tokenized.policy.init_std == base.policy.init_std
+    # the base's env, budget and horizon; its own demos and GRPO settings
+    assert (tokenized.env.task, tokenized.iterations, tokenized.algo.train_horizon) == ("PushCube", 500, 60)
+    assert (tokenized.demos.episodes, tokenized.algo.group_size, tokenized.algo.minibatches) == (10, 16, 2)
+    assert tokenized.policy.init_std == 0.40802774942530967
     assert (tokenized.pretrain, tokenized.bc.seed, tokenized.env.horizon) == (True, 0, None)
     mine = compose_train_config("experiment=push_cube_bc_tokenized", "algo.lr=1e-4", "policy=gaussian")
     assert (mine.algo.lr, mine.policy.type) == (1e-4, "gaussian")

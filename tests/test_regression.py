@@ -32,9 +32,10 @@ CASES = {
     "dapo_tokenized": ("algo=dapo", "policy=tokenized_factorized", "env=reach", "algo.groups_per_iter=8"),
     "gspo_autoregressive": ("algo=rloo", "policy=tokenized_autoregressive", "algo.ratio=sequence", "env=reach"),
     # the demo pipeline with GRPO's settings as they were when its hashes were recorded
-    "bc_start": ("experiment=push_cube_bc", "bc.max_steps=300", "eval_every=1000", "policy.init_std=0.3",
-                 "algo.lr=3e-4", "algo.group_size=16", "algo.groups_per_iter=32", "algo.epochs=4",
-                 "algo.minibatches=4", "algo.clip.high=null", "algo.train_horizon=null", "target_success=null"),
+    "bc_start": ("experiment=push_cube_bc", "demos.episodes=10", "bc.max_steps=300", "eval_every=1000",
+                 "policy.init_std=0.3", "algo.lr=3e-4", "algo.group_size=16", "algo.groups_per_iter=32",
+                 "algo.epochs=4", "algo.minibatches=4", "algo.clip.high=null", "algo.train_horizon=null",
+                 "target_success=null"),
 }
 INTEL = {
     "default": "0399d2c2adb189c9192def4b8e47bea1595ad0ec268267e308ce8cf61b010844",
