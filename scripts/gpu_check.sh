@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The checks that need a machine with a CUDA GPU, in one command (docs/benchmarks.md, "On a GPU machine").
+#
+#   OUT=/tmp/gpu_check SEEDS="3 4 5" bash scripts/gpu_check.sh
+#
+# Sections, each under its own time limit so that one hang cannot eat the others' time:
+#   1. versions and the GPU;
+#   2. `scripts/benchmark.py profile`: one iteration of the default job split by part, unsplit
+#      ("before") against split ("after"), with the physical limit replayed after each iteration;
+#   3. the default job from scratch on each seed of SEEDS to 90% on the 200 held-out seeds
+#      (`target_success=0.9 eval_every=10`), at most TRAIN_MIN minutes of training each;
+#   4. `pytest -m cuda` (tests/test_cuda.py).
+# Logs and each run's summary.json land in $OUT; the last lines printed are the table of section 3.
+# Where the machine lacks the project's dependencies, put their wheels (and the project's own
+# wheel) in .whl/: they are installed into /tmp/site first.
+set -u
+OUT=${OUT:-/tmp/gpu_check}
+SEEDS=${SEEDS:-3 4 5}
+TRAIN_MIN=${TRAIN_MIN:-1.5}
+PY=${PY:-python3}
+export PYTHONUNBUFFERED=1
+mkdir -p "$OUT"
+
+if compgen -G ".whl/*.whl" >/dev/null; then
+    $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+    export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+
+echo "== 1. machine"
+nvidia-smi -L
+nproc
+$PY -c "import grpo_robot.machine as m, torch; print(m.one_line()); print('cuda:', torch.cuda.is_available())" \
+    || exit 1
+
+echo "== 2. profile"
+timeout 150 $PY scripts/benchmark.py profile --iterations 3 2>&1 | tee "$OUT/profile.log"
+
+echo "== 3. default job from scratch to 90%"
+for s in $SEEDS; do
+    timeout $(awk "BEGIN{print int($TRAIN_MIN*60+40)}") $PY scripts/train.py seed="$s" progress=false \
+        target_success=0.9 eval_every=10 time_limit_min="$TRAIN_MIN" hydra.run.dir="/tmp/gpu_runs/seed$s" \
+        >"$OUT/train_seed$s.log" 2>&1
+    cp "/tmp/gpu_runs/seed$s/summary.json" "$OUT/summary_seed$s.json" 2>/dev/null
+    tail -n 4 "$OUT/train_seed$s.log"
+done
+
+echo "== 4. pytest -m cuda"
+timeout 120 $PY -m pytest -q -m cuda tests/test_cuda.py -p no:cacheprovider 2>&1 | tail -n 5
+
+echo "== table: default job from scratch, time to 90% (200 held-out seeds, evaluated every 10 iterations)"
+$PY - "$OUT" $SEEDS <<'EOF'
+import json, pathlib, statistics, sys
+out, seeds = pathlib.Path(sys.argv[1]), sys.argv[2:]
+times = []
+print("| seed | reached | env steps | s (all) | s (training) | last eval | best eval | stopped |")
+for s in seeds:
+    f = out / f"summary_seed{s}.json"
+    if not f.exists():
+        print(f"| {s} | no summary | | | | | | |")
+        continue
+    d = json.loads(f.read_text())
+    t = d.get("target", {})
+    rate = d.get("eval", {}).get("success_rate")
+    if t.get("reached"):
+        times.append(t["seconds"])
+    print(f"| {s} | {t.get('reached')} | {t.get('env_steps', d.get('env_steps'))} | {t.get('seconds')} | "
+          f"{t.get('train_seconds')} | {rate} | {d.get('best_eval')} | {d.get('stopped')} |")
+if times:
+    print("median s to 90% over the seeds that reached it:", statistics.median(times), f"({len(times)}/{len(seeds)})")
+EOF
