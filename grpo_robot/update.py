@@ -82,8 +82,9 @@ class Learner:
         moments = {p: {k: v.clone() if torch.is_tensor(v) else v for k, v in state[p].items()}
                    for p in self.params if p in state}  # fmt: skip
         self.optimizer.step()
-        after = [p.detach() for p in self.params] + [v for p in self.params for v in state.get(p, {}).values()
-                                                     if torch.is_tensor(v) and v.is_floating_point()]  # fmt: skip
+        # Adam's moments; its `step` count is left out: a CPU tensor even when the weights are on CUDA
+        after = [p.detach() for p in self.params] + [v for p in self.params for k, v in state.get(p, {}).items()
+                                                     if k != "step" and torch.is_tensor(v) and v.is_floating_point()]  # fmt: skip
         if torch.stack([torch.isfinite(t).all() for t in after]).all():  # one device sync
             return True
         with torch.no_grad():

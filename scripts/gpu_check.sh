@@ -5,12 +5,12 @@
 #
 # Sections, each under its own time limit so that one hang cannot eat the others' time:
 #   1. versions and the GPU;
-#   2. `scripts/benchmark.py profile`: one iteration of the default job split by part, unsplit
+#   2. `pytest -m cuda` (tests/test_cuda.py); the rest is skipped when it fails;
+#   3. `scripts/benchmark.py profile`: one iteration of the default job split by part, unsplit
 #      ("before") against split ("after"), with the physical limit replayed after each iteration;
-#   3. the default job from scratch on each seed of SEEDS to 90% on the 200 held-out seeds
+#   4. the default job from scratch on each seed of SEEDS to 90% on the 200 held-out seeds
 #      (`target_success=0.9 eval_every=10`), at most TRAIN_MIN minutes of training each;
-#   4. `pytest -m cuda` (tests/test_cuda.py).
-# Logs and each run's summary.json land in $OUT; the last lines printed are the table of section 3.
+# Logs and each run's summary.json land in $OUT; the last lines printed are the table of section 4.
 # Where the machine lacks the project's dependencies, put their wheels (and the project's own
 # wheel) in .whl/: they are installed into /tmp/site first.
 set -u
@@ -24,6 +24,7 @@ mkdir -p "$OUT"
 if compgen -G ".whl/*.whl" >/dev/null; then
     $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
     export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+    export PYTHONSAFEPATH=1  # the installed package, not ./grpo_robot (whose envs/ and conf/ live elsewhere)
 fi
 
 echo "== 1. machine"
@@ -32,10 +33,16 @@ nproc
 $PY -c "import grpo_robot.machine as m, torch; print(m.one_line()); print('cuda:', torch.cuda.is_available())" \
     || exit 1
 
-echo "== 2. profile"
+echo "== 2. pytest -m cuda (the rest is skipped when it fails)"
+set -o pipefail
+timeout 150 $PY -m pytest -q -m cuda tests/test_cuda.py -p no:cacheprovider 2>&1 | tee "$OUT/pytest_cuda.log" | tail -n 15 \
+    || exit 1
+set +o pipefail
+
+echo "== 3. profile"
 timeout 150 $PY scripts/benchmark.py profile --iterations 3 2>&1 | tee "$OUT/profile.log"
 
-echo "== 3. default job from scratch to 90%"
+echo "== 4. default job from scratch to 90%"
 for s in $SEEDS; do
     timeout $(awk "BEGIN{print int($TRAIN_MIN*60+40)}") $PY scripts/train.py seed="$s" progress=false \
         target_success=0.9 eval_every=10 time_limit_min="$TRAIN_MIN" hydra.run.dir="/tmp/gpu_runs/seed$s" \
@@ -44,8 +51,6 @@ for s in $SEEDS; do
     tail -n 4 "$OUT/train_seed$s.log"
 done
 
-echo "== 4. pytest -m cuda"
-timeout 120 $PY -m pytest -q -m cuda tests/test_cuda.py -p no:cacheprovider 2>&1 | tail -n 5
 
 echo "== table: default job from scratch, time to 90% (200 held-out seeds, evaluated every 10 iterations)"
 $PY - "$OUT" $SEEDS <<'EOF'
