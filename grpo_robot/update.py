@@ -83,8 +83,9 @@ class Learner:
                    for p in self.params if p in state}  # fmt: skip
         self.optimizer.step()
         # Adam's moments; its `step` count is left out: a CPU tensor even when the weights are on CUDA
-        after = [p.detach() for p in self.params] + [v for p in self.params for k, v in state.get(p, {}).items()
-                                                     if k != "step" and torch.is_tensor(v) and v.is_floating_point()]  # fmt: skip
+        moments_after = [v for p in self.params for k, v in state.get(p, {}).items()
+                         if k != "step" and torch.is_tensor(v) and v.is_floating_point()]  # fmt: skip
+        after = [p.detach() for p in self.params] + moments_after
         if torch.stack([torch.isfinite(t).all() for t in after]).all():  # one device sync
             return True
         with torch.no_grad():
