@@ -10,7 +10,8 @@ the config value that names it (a name registered twice raises):
   RATIO_LEVELS          algo.ratio        per-step log-probs -> the elements that are clipped
   AGGREGATIONS          algo.aggregation  per-element objective -> the minibatch loss
   KL_ESTIMATORS         algo.kl.estimator
-  POLICY_LOSSES         algo.policy_loss  (logp, logp_old, advantages, layout, cfg) -> (loss, metrics)
+  POLICY_LOSSES         algo.policy_loss  (logp, logp_old, advantages, layout, cfg) -> (loss, metrics);
+                                          metrics["approx_kl"] drives algo.lr_schedule=adaptive
 """
 
 from __future__ import annotations

@@ -18,6 +18,8 @@ from grpo_robot.policies import Policy
 from grpo_robot.rollout import Batch
 from grpo_robot.seeding import STREAM_SHUFFLE, stream_seed
 
+ADAPT_FACTOR = 1.5  # algo.lr_schedule=adaptive: the step by which the learning rate moves after an update
+
 
 class TrainingDiverged(RuntimeError):
     """`algo.max_skipped_steps` optimizer steps in a row were non-finite; the message is one line."""
@@ -126,7 +128,10 @@ class Learner:
             with torch.no_grad():
                 logp_ref = self.reference.log_probs(obs, raw)[0]
         progress = it / self.iterations if progress is None else progress
-        lr = cfg.lr * (max(0.0, 1.0 - progress) if cfg.lr_schedule == "linear" else 1.0)
+        if cfg.lr_schedule == "adaptive":  # the rate the last update left, kept in checkpoints with the optimizer
+            lr = self.optimizer.param_groups[0]["lr"]
+        else:
+            lr = cfg.lr * (max(0.0, 1.0 - progress) if cfg.lr_schedule == "linear" else 1.0)
         self.lr = lr
         for group in self.optimizer.param_groups:
             group["lr"] = lr
@@ -134,6 +139,7 @@ class Learner:
         max_norm = cfg.max_grad_norm if cfg.max_grad_norm is not None else math.inf
         stats: dict[str, list[float]] = {}
         for _ in range(cfg.epochs):
+            epoch_kl: list[float] = []  # approx. KL to the rollout policy at each step of this epoch
             for members in torch.randperm(n_traj, generator=shuffle).to(device).chunk(cfg.minibatches):
                 in_mb = torch.zeros(n_traj, dtype=torch.bool, device=device)
                 in_mb[members] = True
@@ -163,4 +169,21 @@ class Learner:
                 policy.after_step()
                 for key, value in {**metrics, "grad_norm": grad_norm, "skipped_fraction": 0.0}.items():
                     stats.setdefault(key, []).append(float(value))
+                if "approx_kl" in metrics:  # every built-in policy loss reports it
+                    epoch_kl.append(stats["approx_kl"][-1])
+        if cfg.lr_schedule == "adaptive" and epoch_kl:
+            self._adapt_lr(float(np.mean(epoch_kl)))
         return {k: float(np.mean(v)) for k, v in stats.items()}
+
+    def _adapt_lr(self, kl: float) -> None:
+        """`algo.lr_schedule=adaptive`: the next update's rate from how far this one moved the policy
+        (`kl`, the mean approx. KL to the rollout policy over its last epoch's steps)."""
+        cfg = self.cfg
+        lr = self.lr
+        if kl > 2.0 * cfg.desired_kl:
+            lr /= ADAPT_FACTOR
+        elif kl < 0.5 * cfg.desired_kl:
+            lr *= ADAPT_FACTOR
+        lr = min(max(lr, cfg.lr_range[0]), cfg.lr_range[1])
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr

@@ -108,6 +108,12 @@ TRAIN_ALGO = [
     case("train", "algo.aggregation=max"),
     case("train", "algo.policy_loss=hinge"),
     case("train", "algo.lr_schedule=cosine"),
+    case("train", "algo.desired_kl=0"),
+    case("train", "algo.desired_kl=nan"),
+    case("train", "algo.lr_range=[1e-3,1e-4]"),
+    case("train", "algo.lr_range=[0,1e-2]"),
+    case("train", "algo.lr_range=[1e-5]"),
+    case("train", "algo.lr_schedule=adaptive", "algo.lr=0.5", key="algo.lr"),
     case("train", "algo=ppx", key="algo=ppx"),
     case("train", "algo.clip_eps=0.2"),  # renamed
     # clip

@@ -119,9 +119,12 @@ def test_a_linear_learning_rate_reaches_zero_with_the_env_step_budget(tmp_path):
     assert logged[-1].value < 0.3e-3  # well decayed; by the iteration count it would still be 0.999e-3
 
 
-def test_resume_matches_uninterrupted_run(tmp_path):
+@pytest.mark.parametrize("schedule", ["linear", "adaptive"])
+def test_resume_matches_uninterrupted_run(tmp_path, schedule):
+    """Bit for bit, the learning rate included: linear from the env steps, adaptive from the
+    rate the checkpoint's optimizer state left (desired_kl 1e-9 makes it fall at every update)."""
     algo = AlgoConfig(group_size=8, groups_per_iter=16, epochs=2, minibatches=2, kl=KLConfig(beta=0.05),
-                      lr_schedule="linear")  # fmt: skip
+                      lr_schedule=schedule, desired_kl=1e-9 if schedule == "adaptive" else 0.01)  # fmt: skip
     cfg = small_config(iterations=4, algo=algo, checkpoint_every=1)
     straight = Trainer(cfg, tmp_path / "straight")
     straight.run()
@@ -149,6 +152,7 @@ def test_resume_matches_uninterrupted_run(tmp_path):
     assert all(torch.equal(a[k], b[k]) for k in a)
     opt_a, opt_b = straight.learner.optimizer.state_dict()["state"], resumed.learner.optimizer.state_dict()["state"]
     assert all(torch.equal(opt_a[i]["exp_avg"], opt_b[i]["exp_avg"]) for i in opt_a)
+    assert resumed.learner.lr == straight.learner.lr < (algo.lr / 1.5**3 * 1.0001 if schedule == "adaptive" else 1)
 
 
 def test_final_step_outcome_runs_to_horizon(tmp_path):
@@ -374,3 +378,28 @@ def test_min_std_floors_the_learned_std_without_freezing_it():
     with torch.no_grad():
         narrow.log_std.fill_(-3.0)  # set past the floor by hand: the distribution still reads the floor
     assert torch.allclose(narrow.distribution(obs)[1].exp(), torch.full((1, 2), 0.3))
+
+
+def test_an_adaptive_learning_rate_follows_the_kl_of_each_update(tmp_path):
+    """`algo.lr_schedule=adaptive`: after an update whose last epoch ran over 2 x desired_kl the rate
+    falls by 1.5x, under half of it the rate rises by 1.5x, always within lr_range; a resumed run
+    continues from the rate its checkpoint left."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    def run(desired_kl: float, lr: float, lr_range: list[float], out: Path, **overrides) -> tuple[list, list]:
+        algo = AlgoConfig(group_size=8, groups_per_iter=16, epochs=3, minibatches=1, lr=lr, lr_schedule="adaptive",
+                          desired_kl=desired_kl, lr_range=lr_range, entropy_coef=0.01)  # fmt: skip
+        trainer = Trainer(small_config(iterations=6, algo=algo, **overrides), out)
+        trainer.run()
+        events = EventAccumulator(str(out / "tb"))
+        events.Reload()
+        return [e.value for e in events.Scalars("charts/learning_rate")], [e.value for e in events.Scalars(
+            "losses/approx_kl")]  # fmt: skip
+
+    # a huge target: every update is "too small", so the rate climbs by 1.5x per update until the cap
+    rates, _ = run(10.0, 1e-4, [1e-5, 4e-4], tmp_path / "up")
+    assert rates == pytest.approx([1e-4, 1.5e-4, 2.25e-4, 3.375e-4, 4e-4, 4e-4], rel=1e-5)
+    # a tiny target: every update is "too large", so the rate falls by 1.5x per update until the floor
+    rates, kls = run(1e-9, 1e-2, [5e-3, 1e-2], tmp_path / "down")
+    assert min(kls) > 2e-9
+    assert rates == pytest.approx([1e-2, 1e-2 / 1.5, 5e-3, 5e-3, 5e-3, 5e-3], rel=1e-5)

@@ -181,8 +181,12 @@ class AlgoConfig:
     epochs: int = 4  # K passes over each batch
     minibatches: int = 4  # minibatches per epoch, split by trajectory
     lr: float = 3e-4  # Adam learning rate
-    # linear: to 0 at the end of the budget, iterations or max_env_steps, whichever comes first
-    lr_schedule: str = choice("constant", "linear")
+    # linear: to 0 at the end of the budget, iterations or max_env_steps, whichever comes first.
+    # adaptive: after each update, divided by 1.5 when the update's last epoch ran more than
+    # 2 x desired_kl (approx. KL to the rollout policy), multiplied by 1.5 under half of it; within lr_range
+    lr_schedule: str = choice("constant", "linear", "adaptive")
+    desired_kl: float = 0.01  # lr_schedule=adaptive: the KL from the rollout policy that each update aims at
+    lr_range: list[float] = field(default_factory=lambda: [1e-5, 1e-2])  # lr_schedule=adaptive: its bounds
     max_grad_norm: float | None = 1.0  # null disables clipping
     # optimizer steps in a row that may go non-finite (loss, gradient or the weights after the step; each
     # is rolled back and skipped) before the run stops with an error, its last good checkpoint kept

@@ -149,6 +149,7 @@ RANGES: dict[tuple[type, str], Range] = {
     (AlgoConfig, "epochs"): Range(1, MAX_EPOCHS, guard=True, why="passes over each batch"),
     (AlgoConfig, "minibatches"): Range(1),  # and at most the trajectories (validate)
     (AlgoConfig, "lr"): Range(0, 1, low_open=True),
+    (AlgoConfig, "desired_kl"): Range(0, 10, low_open=True),
     (AlgoConfig, "max_grad_norm"): Range(0, low_open=True, null="no clipping"),
     (AlgoConfig, "max_skipped_steps"): Range(0),
     (AlgoConfig, "entropy_coef"): Range(0, 1000),
@@ -331,6 +332,12 @@ def validate(cfg: TrainConfig) -> None:
         horizon = env_sizes(cfg.env).horizon
         _check(algo.train_horizon <= horizon, "algo.train_horizon", algo.train_horizon,
                f"must be <= the env's horizon ({horizon}), which evaluation runs; null = that horizon")  # fmt: skip
+    lr_range = list(algo.lr_range)
+    _check(len(lr_range) == 2 and 0 < lr_range[0] <= lr_range[1] <= 1, "algo.lr_range", lr_range,
+           "must be [low, high] with 0 < low <= high <= 1")  # fmt: skip
+    if algo.lr_schedule == "adaptive":
+        _check(lr_range[0] <= algo.lr <= lr_range[1], "algo.lr", algo.lr,
+               f"must lie in algo.lr_range {lr_range} with lr_schedule=adaptive (it is the starting rate)")  # fmt: skip
     lo_hi = list(sampling.keep_range)
     _check(len(lo_hi) == 2 and 0 <= lo_hi[0] < lo_hi[1] <= 1, "algo.dynamic_sampling.keep_range", lo_hi,
            "must be [low, high] with 0 <= low < high <= 1")  # fmt: skip
