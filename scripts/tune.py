@@ -6,7 +6,8 @@ censored runs count).
     python scripts/tune.py conf/tune/push_from_scratch.yaml --out runs/tune/push --report
 
 The study is kept in <out>/study.db: run the same command again to add trials or resume after an
-interruption. Confirm the best trial on seeds the search never saw, e.g.
+interruption; `--enqueue KEY=VALUE ...` has the next trial take those values (the preset's, say)
+instead of drawing them. Confirm the best trial on seeds the search never saw, e.g.
 `python scripts/train.py -m seed=3,4,5,6,7 <the best trial's overrides>`. Needs Optuna
 (`pip install -e ".[tune]"`).
 """
@@ -27,6 +28,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="the study, its runs and runs.jsonl")
     parser.add_argument("--trials", type=int, default=20, help="finished or pruned trials the study should hold")
     parser.add_argument("--report", action="store_true", help="print the trials so far and stop")
+    parser.add_argument("--enqueue", nargs="+", metavar="KEY=VALUE", default=[],
+                        help="values of searched params that the next trial takes instead of drawing them "
+                             "(e.g. the current preset's), unless a trial already has them")  # fmt: skip
     args = parser.parse_args(argv)
     if args.trials < 1:
         print(f"error: --trials={args.trials} is invalid: must be >= 1", file=sys.stderr)
@@ -38,12 +42,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         space = tune.load_space(args.space)
+        enqueue = tune.parse_enqueue(space, args.enqueue)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if not args.report:
         try:
-            tune.run(space, args.out, args.trials, log=lambda line: print(line, flush=True))
+            tune.run(space, args.out, args.trials, log=lambda line: print(line, flush=True), enqueue=enqueue)
         except tune.TuneInterrupted as err:
             print(f"error: the search stopped: {err}; the trial is left failed, run the command again to go on",
                   file=sys.stderr)  # fmt: skip

@@ -182,3 +182,22 @@ def test_a_run_ended_by_a_signal_is_not_scored_and_stops_the_search(tmp_path, mo
     monkeypatch.setattr(Trainer, "run", run)
     code, stdout, _ = run_cli(str(space_file), "--out", str(tmp_path / "study"), "--trials", "1")
     assert code == 0 and "| 0 | fail | - |" in stdout and "| 1 | complete |" in stdout
+
+
+def test_an_enqueued_trial_runs_the_given_values_and_bad_ones_are_one_line(tmp_path):
+    space_file = tmp_path / "space.yaml"
+    space_file.write_text(TINY.replace("seeds: [0, 1]", "seeds: [0]"))
+    out = tmp_path / "study"
+    code, _, stderr = run_cli(str(space_file), "--out", str(out), "--trials", "1",
+                              "--enqueue", "algo.lr=0.002", "policy.init_std=1.0")  # fmt: skip
+    assert code == 0, stderr
+    (run,) = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines()]
+    assert run["params"]["algo.lr"] == 0.002 and run["params"]["policy.init_std"] == 1.0
+    assert 1 <= run["params"]["algo.epochs"] <= 3  # drawn
+    for bad, message in [("algo.lr=0.5", r"algo.lr must be in \[0.0001, 0.01\]"),
+                         ("policy.init_std=0.5", r"must be in \[0.3, 1.0\]"),
+                         ("algo.gamma=0.9", "one of the searched params"), ("algo.lr", "KEY=VALUE")]:  # fmt: skip
+        code, _, stderr = run_cli(str(space_file), "--out", str(out), "--trials", "2", "--enqueue", bad)
+        lines = [line for line in stderr.splitlines() if line.strip()]
+        assert code == 2 and len(lines) == 1 and re.search(message, lines[0]), stderr
+    assert len((out / "runs.jsonl").read_text().splitlines()) == 1  # nothing ran

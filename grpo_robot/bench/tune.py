@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -233,11 +233,36 @@ def study(space: Space, out: Path, sampler_seed: int = 0):
     return st
 
 
-def run(space: Space, out: Path, trials: int, log: Callable[[str], None] = print) -> Any:
-    """Run trials until the study holds `trials` finished or pruned ones; the study."""
+def parse_enqueue(space: Space, items: Sequence[str]) -> dict[str, Any]:
+    """`KEY=VALUE` strings -> values for a trial to run next, each a searched param inside its range
+    or among its choices (ValueError naming the bad item otherwise). Keys left out are drawn."""
+    params = {p.key: p for p in space.params}
+    values: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or key not in params:
+            raise ValueError(f"--enqueue {item!r} is invalid: must be KEY=VALUE with KEY one of the searched "
+                             f"params ({', '.join(params)})")  # fmt: skip
+        value, p = yaml.safe_load(text), params[key]
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        inside = value in p.choices if p.choices is not None else number and p.low <= value <= p.high
+        if not inside:
+            allowed = list(p.choices) if p.choices is not None else f"[{p.low}, {p.high}]"
+            raise ValueError(f"--enqueue {item!r} is invalid: {key} must be in {allowed}")
+        values[key] = value
+    return values
+
+
+def run(space: Space, out: Path, trials: int, log: Callable[[str], None] = print,
+        enqueue: dict[str, Any] | None = None) -> Any:  # fmt: skip
+    """Run trials until the study holds `trials` finished or pruned ones; the study. `enqueue`:
+    values (`parse_enqueue`) that the next trial takes instead of drawing them, unless a trial
+    of the study already has them."""
     import optuna
 
     st = study(space, out)
+    if enqueue:
+        st.enqueue_trial(enqueue, skip_if_exists=True)
 
     def objective(trial) -> float:
         values = {p.key: p.suggest(trial) for p in space.params}
