@@ -57,3 +57,29 @@ def test_episode_plan_draws_fresh_starts_each_episode():
     assert seeds[0] == 2 * 1_000_003 and [ep.action_seed for ep in plan] == [15_838, 15_839, 15_840]
     again = episode_plan(seed=2, num_worlds=4, num_episodes=3)
     assert all(np.array_equal(a.world_seeds, b.world_seeds) for a, b in zip(plan, again, strict=True))
+
+
+def test_a_recording_with_lengths_replays_each_world_for_its_own_episode():
+    """Worlds that ended early are replayed for the steps they took, in one call per distinct
+    length, not to the horizon with zero actions; a world of length 0 is not simulated."""
+    env = BatchedEnv("Reach", 5, nthread=1)
+    (rec,) = record_batched(env, episode_plan(1, 5, 1))
+    full = LimitReplay(env, 1)
+    full.load(rec)
+    rec.lengths = np.array([3, 7, 3, 0, env.horizon])
+    replay = LimitReplay(env, 1)
+    replay.load(rec)
+    nsub = env.task.n_substeps
+    expected = [([0, 2], 3 * nsub), ([1], 7 * nsub), ([4], env.horizon * nsub)]
+    assert [(j[0].tolist(), j[3]) for j in replay.jobs] == expected
+    for worlds, state0, control, nstep in replay.jobs:
+        np.testing.assert_array_equal(control, full.control[worlds, :nstep])
+        np.testing.assert_array_equal(state0, rec.state0[worlds])
+    final = replay.final_states()
+    np.testing.assert_array_equal(final[3], rec.state0[3])  # length 0: never stepped
+    np.testing.assert_array_equal(final[4], full.final_states()[4])  # the full horizon, as before
+    assert not np.array_equal(final[0], rec.state0[0])
+    # each world's clock advanced by exactly its own physics steps
+    dt = env.model.opt.timestep
+    np.testing.assert_allclose(final[:, 0] - rec.state0[:, 0], rec.lengths * nsub * dt, atol=1e-9)
+    assert replay.run([rec]) > 0

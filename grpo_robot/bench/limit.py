@@ -4,7 +4,8 @@
 An episode plan fixes the world seeds and the action stream of each batched episode, so the
 timed plain loop (`run_batched`) and the untimed recording pass (`record_batched`) go through
 the same episodes. `LimitReplay` feeds the recorded start states, controls and mocap positions
-to one `Rollout.rollout` call per episode, with no state or sensor outputs. One long call
+to one `Rollout.rollout` call per episode (per distinct episode length, when a recording holds
+each world's length), with no state or sensor outputs. One long call
 warm-starts the constraint solver across control steps, which `BatchedEnv` does not (it starts
 each control step cold): the physics cost per step is comparable, the trajectories are not
 bit-identical beyond the first control step.
@@ -66,6 +67,7 @@ class Recording:
     actions: np.ndarray  # [horizon, B, action_dim]; rows after the last step stay 0
     live_steps: int = 0
     failed: int = 0  # worlds whose physics failed (non-finite or runaway state)
+    lengths: np.ndarray | None = None  # [B] control steps each world took; None: the full horizon
 
 
 def record_batched(env: BatchedEnv, plan: Sequence[Episode]) -> list[Recording]:
@@ -91,7 +93,10 @@ class LimitReplay:
     """Open-loop replay of recorded episodes of `env` through `mujoco.rollout` only.
 
     Every replayed world runs the full horizon, `horizon * n_substeps` physics steps, each
-    control held for `n_substeps` steps, with `nthread` threads as `BatchedEnv` uses them.
+    control held for `n_substeps` steps, with `nthread` threads as `BatchedEnv` uses them. A
+    recording with `lengths` replays each world for its own episode only: the worlds of each
+    distinct length in one call, so an episode that ended early costs what it cost in training,
+    not a rest to the horizon with zero actions.
     """
 
     def __init__(self, env: BatchedEnv, nthread: int) -> None:
@@ -106,6 +111,7 @@ class LimitReplay:
         ncontrol = mujoco.mj_stateSize(m, CONTROL_SPEC)
         self.control = np.zeros((env.num_worlds, self.nstep, ncontrol))  # C-contiguous float64
         self.state0 = np.zeros((env.num_worlds, env.task.nstate))
+        self.jobs: list[tuple] = []  # the loaded episode's calls (`load`)
 
     def load(self, rec: Recording) -> None:
         """Lay out one episode as CONTROL_SPEC expects: [ctrl (nu), mocap_pos (3*nmocap)]."""
@@ -114,32 +120,45 @@ class LimitReplay:
         self.control[:, :, : self.nu] = np.repeat(ctrl.transpose(1, 0, 2), self.nsub, axis=1)
         self.control[:, :, self.nu :] = rec.mocap_pos[:, None, :]
         self.state0[:] = rec.state0
+        lengths = np.full(len(self.state0), self.nstep // self.nsub) if rec.lengths is None else rec.lengths
+        # (worlds, their start states, their controls, physics steps): one call each, built untimed
+        self.jobs = [
+            (worlds, self.state0[worlds], np.ascontiguousarray(self.control[worlds, : n * self.nsub]), n * self.nsub)
+            for n in np.unique(lengths[lengths > 0])
+            for worlds in [np.flatnonzero(lengths == n)]
+        ]
 
-    def _rollout(self, state: np.ndarray | None) -> None:
+    def _rollout(self, job, state: np.ndarray | None) -> None:
+        worlds, state0, control, nstep = job
         self.pool.rollout(
-            self.models,
+            self.models[: len(worlds)],
             self.datas,
-            self.state0,
-            self.control,
+            state0,
+            control,
             control_spec=CONTROL_SPEC,
             skip_checks=True,
-            nstep=self.nstep,
+            nstep=nstep,
             state=state,
             sensordata=None,
         )
 
     def rollout(self) -> float:
-        """One rollout call for the loaded episode; returns its duration in seconds."""
+        """The rollout calls of the loaded episode; returns their duration in seconds."""
         start = time.perf_counter()
-        self._rollout(None)
+        for job in self.jobs:
+            self._rollout(job, None)
         return time.perf_counter() - start
 
     def final_states(self) -> np.ndarray:
-        """`[B, nstate]`: the loaded episode's states after its last physics step (untimed, to
-        check what the replay simulates)."""
-        states = np.zeros((*self.control.shape[:2], self.state0.shape[1]))
-        self._rollout(states)
-        return states[:, -1]
+        """`[B, nstate]`: the loaded episode's states after each world's last physics step
+        (untimed, to check what the replay simulates; worlds of length 0 keep their start)."""
+        final = self.state0.copy()
+        for job in self.jobs:
+            worlds, _, control, nstep = job
+            states = np.zeros((len(worlds), nstep, self.state0.shape[1]))
+            self._rollout(job, states)
+            final[worlds] = states[:, -1]
+        return final
 
     def run(self, recordings: Sequence[Recording]) -> float:
         """Seconds spent inside rollout over all episodes (input building is excluded)."""

@@ -95,10 +95,16 @@ class ProfiledEnv:
     def done(self) -> np.ndarray:
         return self.env.done
 
+    def finish(self) -> None:
+        """Record how many control steps each world of the last episode took (its replay length)."""
+        if self.recordings and self.recordings[-1].lengths is None:
+            self.recordings[-1].lengths = self.env.steps.copy()
+
     def reset(self, seeds):
         from grpo_robot.bench.limit import Recording
 
         env = self.env
+        self.finish()
         obs = env.reset(seeds)
         actions = np.zeros((env.horizon, env.num_worlds, env.action_dim))  # rows after a world ends stay 0
         self.recordings.append(Recording(env.state.copy(), env.mocap_pos.copy(), actions))
@@ -171,7 +177,7 @@ def profile_parts(trainer, rollout_s: float, update_s: float, limit_s: float) ->
         "total": rollout_s + update_s,
         "rate": steps / rollout_s,
         "physics_rate": steps / env.physics_seconds,
-        "limit_rate": len(env.recordings) * env.num_worlds * env.horizon / limit_s,
+        "limit_rate": sum(int(r.lengths.sum()) for r in env.recordings) / limit_s,
         "steps": steps,
     }
 
@@ -200,6 +206,7 @@ def cmd_profile(args: argparse.Namespace) -> None:
             recordings = trainer.sampler.env.recordings
             first = len(recordings)
             scalars = trainer.train_iteration().scalars
+            trainer.sampler.env.finish()
             times[name][0] += scalars["time/rollout_s"]
             times[name][1] += scalars["time/update_s"]
             times[name][2] += replay_seconds(replays[name], recordings[first:])
@@ -226,8 +233,8 @@ def cmd_profile(args: argparse.Namespace) -> None:
         print(f"{name}: rollout during training {p['rate']:,.0f} env steps/s (physics calls alone: "
               f"{p['physics_rate']:,.0f}); physical limit {p['limit_rate']:,.0f}; "
               f"rollout / limit: {p['rate'] / p['limit_rate']:.2f}")  # fmt: skip
-    print("(physical limit: each iteration's episodes replayed open-loop right after it, one "
-          "mujoco.rollout call each, best of 2)")
+    print("(physical limit: each iteration's episodes replayed open-loop right after it, each world "
+          "for its own length, one mujoco.rollout call per distinct length, best of 2)")
     ratio = parts["before"]["total"] / parts["after"]["total"]
     print(f"rollout / limit: {parts['after']['rate'] / parts['after']['limit_rate']:.2f} "
           f"(after); iteration speed-up {ratio:.2f}x")  # fmt: skip
