@@ -201,3 +201,26 @@ def test_an_enqueued_trial_runs_the_given_values_and_bad_ones_are_one_line(tmp_p
         lines = [line for line in stderr.splitlines() if line.strip()]
         assert code == 2 and len(lines) == 1 and re.search(message, lines[0]), stderr
     assert len((out / "runs.jsonl").read_text().splitlines()) == 1  # nothing ran
+
+
+def test_a_param_moved_out_of_the_space_keeps_its_column_and_the_fixed_values_tell_trials_apart(tmp_path):
+    space_file = tmp_path / "space.yaml"
+    space_file.write_text(TINY.replace("seeds: [0, 1]", "seeds: [0]"))
+    out = tmp_path / "study"
+    assert run_cli(str(space_file), "--out", str(out), "--trials", "1", "--enqueue", "policy.init_std=1.0")[0] == 0
+    # the next trials hold policy.init_std fixed instead of searching it
+    space_file.write_text(TINY.replace("seeds: [0, 1]", "seeds: [0]").replace('"algo.groups_per_iter=8"]',
+                          '"algo.groups_per_iter=8", "policy.init_std=0.3"]').replace(
+                          "  policy.init_std: {choices: [0.3, 1.0]}\n", ""))  # fmt: skip
+    code, stdout, stderr = run_cli(str(space_file), "--out", str(out), "--trials", "2")
+    assert code == 0, stderr
+    runs = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines()]
+    assert runs[1]["overrides"][-1] == "policy.init_std=0.3" and "policy.init_std" not in runs[1]["params"]
+    config = yaml.safe_load((out / "trial_001" / "seed_0" / "resolved_config.yaml").read_text())
+    assert config["policy"]["init_std"] == 0.3
+    report = run_cli(str(space_file), "--out", str(out), "--report")[1]
+    assert "| algo.lr | algo.epochs | policy.init_std | fixed |" in report
+    rows = {int(line.split("|")[1]): line for line in report.splitlines() if re.match(r"\| \d+ \|", line)}
+    first = "policy.hidden_sizes=[32,32] algo.group_size=4 algo.groups_per_iter=8"
+    assert rows[0].endswith(f"| 1 | {first} |")
+    assert rows[1].endswith(f"| - | {first} policy.init_std=0.3 |")

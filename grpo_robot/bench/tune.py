@@ -266,10 +266,11 @@ def run(space: Space, out: Path, trials: int, log: Callable[[str], None] = print
 
     def objective(trial) -> float:
         values = {p.key: p.suggest(trial) for p in space.params}
+        trial.set_user_attr("overrides", list(space.overrides))  # fixed values, which a space may change
         costs = []
         for k, seed in enumerate(space.seeds):
             rec = train_one(space, values, seed, out / f"trial_{trial.number:03d}" / f"seed_{seed}")
-            rec.update(trial=trial.number, params=values)
+            rec.update(trial=trial.number, params=values, overrides=list(space.overrides))
             with open(out / "runs.jsonl", "a") as f:
                 f.write(json.dumps(rec) + "\n")
             costs.append(rec["cost"])
@@ -289,9 +290,15 @@ def run(space: Space, out: Path, trials: int, log: Callable[[str], None] = print
 
 
 def report(space: Space, out: Path) -> list[str]:
-    """Markdown lines: the space, and every trial by value (pruned and unfinished ones last)."""
+    """Markdown lines: the space, and every trial by value (pruned and unfinished ones last).
+    Params that earlier trials searched and the space no longer does get columns of their own,
+    and so do the fixed overrides when they differ between trials, so that trials run under
+    another space are told apart."""
     st = study(space, out)
     keys = [p.key for p in space.params]
+    keys += sorted({k for t in st.trials for k in t.params} - set(keys))
+    fixed = {t.number: " ".join(t.user_attrs.get("overrides", [])) or "-" for t in st.trials}
+    show_fixed = len(set(fixed.values())) > 1
     unit, div = space.unit
     head = unit.split()[0]  # "M" or "s"
     lines = [f"search space ({space.source}): " + "; ".join(
@@ -299,17 +306,18 @@ def report(space: Space, out: Path) -> list[str]:
         f"{p.key} in [{p.low}, {p.high}]{' log' if p.log else ''}" for p in space.params),  # fmt: skip
         f"preset {space.experiment}, seeds {list(space.seeds)}, target {space.target:.0%}, budget "
         f"{space.budget / div:g} {unit} per run; value: mean {space.objective.replace('_', ' ')} to target", "",
-        f"| trial | state | value ({head}) | " + " | ".join(keys) + " |",
-        "| ---: | --- | ---: |" + " --- |" * len(keys)]  # fmt: skip
+        f"| trial | state | value ({head}) | " + " | ".join(keys + ["fixed"] * show_fixed) + " |",
+        "| ---: | --- | ---: |" + " --- |" * (len(keys) + show_fixed)]  # fmt: skip
     order = sorted(st.trials, key=lambda t: (t.value is None, t.value if t.value is not None else math.inf))
     for t in order:
         value = f"{t.value / div:.2f}" if t.value is not None else "-"
-        cells = [_fmt(t.params.get(k)) for k in keys]
+        cells = [_fmt(t.params.get(k)) for k in keys] + [fixed[t.number]] * show_fixed
         lines.append(f"| {t.number} | {t.state.name.lower()} | {value} | " + " | ".join(cells) + " |")
     complete = [t for t in st.trials if t.value is not None]
     if complete:
         best = min(complete, key=lambda t: t.value)
-        lines += ["", f"best: trial {best.number}: " + " ".join(f"{k}={_hydra(v)}" for k, v in best.params.items())]
+        values = [f"{k}={_hydra(v)}" for k, v in best.params.items()] + best.user_attrs.get("overrides", [])
+        lines += ["", f"best: trial {best.number}: " + " ".join(values)]
     return lines
 
 
