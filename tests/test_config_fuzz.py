@@ -422,8 +422,8 @@ def test_a_preset_built_on_another_keeps_the_base_and_yields_to_the_command_line
 
     base = compose_train_config("experiment=push_cube_bc")
     tokenized = compose_train_config("experiment=push_cube_bc_tokenized")
-    assert (base.policy.type, base.algo.lr, base.algo.train_horizon) == ("gaussian", 0.0008393179316472566, 60)
-    assert (base.algo.group_size, base.algo.minibatches, base.demos.episodes) == (8, 1, 20)
+    assert (base.policy.type, base.algo.lr, base.algo.train_horizon) == ("gaussian", 0.0009907994985685889, 60)
+    assert (base.algo.group_size, base.algo.minibatches, base.demos.episodes) == (8, 1, 10)
     assert (tokenized.policy.type, tokenized.policy.bins, tokenized.policy.bin_logits) == ("tokenized", 64, "gaussian")
     assert tokenized.algo.lr == 7e-4  # its own
     # the base's env, budget and horizon; its own demos and GRPO settings
