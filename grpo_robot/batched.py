@@ -63,6 +63,10 @@ class BatchedEnv:
     Flags are sticky: `terminated`/`truncated` stay True once a world has finished.
     """
 
+    # True: `rollout.collect_split` steps each part of the worlds on physics threads of its own
+    # (`use_parts`); False: the parts take turns on the one pool (`rollout.parallel_parts`)
+    parallel_parts: bool = False
+
     def __init__(
         self,
         task: str | Task,
@@ -109,22 +113,56 @@ class BatchedEnv:
         self.terminated = np.zeros(B, dtype=bool)
         self.truncated = np.zeros(B, dtype=bool)
         self.failed = np.zeros(B, dtype=bool)  # physics went non-finite or unstable
-        self.physics_seconds = 0.0  # wall time spent in mujoco.rollout calls since construction
+        self._main_seconds = 0.0  # wall time of the physics calls of `step` and of unregistered parts
         self._was_reset = False
         self._renderers: dict[tuple[int, int], Any] = {}  # (width, height) -> grpo_robot.render.Renderer
         self._render_data: mujoco.MjData | None = None
-        self._stepper: ThreadPoolExecutor | None = None  # the thread of `step_async`
+        self._stepper: ThreadPoolExecutor | None = None  # the thread of `step_async` on other slices
+        self._lanes: dict[tuple[int, int], _Lane] = {}  # (start, stop) -> the part's physics thread (`use_parts`)
+        self._layout: tuple | None = None  # the parts and thread count `_lanes` was built for
 
     # -- API --------------------------------------------------------------------------------------
     @property
     def name(self) -> str:
         return self.task.name
 
+    @property
+    def physics_seconds(self) -> float:
+        """Wall time spent in the physics since construction: `step`'s calls, plus the mean over
+        the physics threads of `use_parts` of each one's own (they run side by side)."""
+        lanes = [lane.seconds for lane in set(self._lanes.values())]
+        return self._main_seconds + (sum(lanes) / len(lanes) if lanes else 0.0)
+
+    def use_parts(self, parts: Sequence[slice]) -> None:
+        """Step `parts` (disjoint slices of the worlds, as `rollout.collect_split` steps them) on
+        physics threads of their own: `min(len(parts), nthread)` threads, part k on thread
+        k mod that, each thread with a rollout pool of `nthread // threads` (1: the pool runs on
+        that thread itself). `step_async` on a part then runs beside the other threads' steps
+        instead of after them, and no part waits at another's end-of-call barrier; with more parts
+        than threads, a thread steps its next part while the policy samples actions for the one
+        it just stepped. Trajectories do not change: each world's physics depends only on its own
+        state and actions."""
+        keys = [(p.start, p.stop) for p in parts]
+        nlanes = max(1, min(len(keys), self.nthread))
+        layout = (tuple(keys), nlanes)
+        if self._layout == layout:
+            return
+        for lane in set(self._lanes.values()):
+            lane.close()
+        size = max((b - a for a, b in keys), default=0)
+        lanes = [_Lane(self, max(1, self.nthread // nlanes), size) for _ in range(nlanes)]
+        self._lanes = {key: lanes[k % nlanes] for k, key in enumerate(keys)}
+        self._layout = layout
+
     def close(self) -> None:
-        """Release the renderers and the `step_async` thread (the interface of `GymGroupEnv`)."""
+        """Release the renderers and the `step_async` threads (the interface of `GymGroupEnv`)."""
         if self._stepper is not None:
             self._stepper.shutdown()
             self._stepper = None
+        for lane in set(self._lanes.values()):
+            lane.close()
+        self._lanes.clear()
+        self._layout = None
         for renderer in self._renderers.values():
             renderer.close()
         self._renderers.clear()
@@ -225,6 +263,9 @@ class BatchedEnv:
         actions = check_actions(actions, active, self.action_dim)
         idx = rows[active]
         act = np.clip(actions[active], -1.0, 1.0)
+        lane = self._lanes.get((rows[0], rows[-1] + 1)) if len(rows) and np.all(np.diff(rows) == 1) else None
+        if lane is not None:
+            return lane.stepper.submit(lane.simulate, idx, act)
         if self._stepper is None:
             self._stepper = ThreadPoolExecutor(1, thread_name_prefix="physics")
         return self._stepper.submit(self._timed_simulate, idx, act)
@@ -234,20 +275,24 @@ class BatchedEnv:
         if len(idx):
             start = time.perf_counter()
             self._simulate(idx, act)
-            self.physics_seconds += time.perf_counter() - start
+            self._main_seconds += time.perf_counter() - start
 
-    def _simulate(self, idx: np.ndarray, act: np.ndarray) -> None:
+    def _simulate(self, idx: np.ndarray, act: np.ndarray, lane: _Lane | None = None) -> None:
         n = len(idx)
         nu = self._nu
-        control = self._control[:n]
+        pool, datas, control, out_state, out_sensors = (
+            (self._pool, self._datas, self._control, self._out_state, self._out_sensors) if lane is None
+            else (lane.pool, lane.datas, lane.control, lane.out_state, lane.out_sensors)
+        )  # fmt: skip
+        control = control[:n]
         control[:, :, :nu] = (act @ ACTION_MATRIX.T + ACTION_OFFSET)[:, None, :]
         control[:, :, nu:] = self.mocap_pos[idx][:, None, :]
         state0 = self.state[idx]
-        out_state = self._out_state[:n]
-        out_sensors = self._out_sensors[:n]
-        self._pool.rollout(
+        out_state = out_state[:n]
+        out_sensors = out_sensors[:n]
+        pool.rollout(
             self._models[:n],
-            self._datas,
+            datas,
             state0,
             control,
             control_spec=CONTROL_SPEC,
@@ -278,3 +323,27 @@ class BatchedEnv:
             self.terminated[idx] = self.success[idx]
         self.truncated[idx] = (self.steps[idx] >= self.horizon) | self.failed[idx]
         self.truncated[idx] &= ~self.terminated[idx]
+
+
+class _Lane:
+    """One part's own physics (`BatchedEnv.use_parts`): a thread that runs its steps, a rollout
+    pool with its data, and output buffers, so that parts never share anything while stepping."""
+
+    def __init__(self, env: BatchedEnv, nthread: int, num_worlds: int) -> None:
+        m, nsub = env.model, env.task.n_substeps
+        self.env, self.nthread, self.seconds = env, nthread, 0.0
+        self.stepper = ThreadPoolExecutor(1, thread_name_prefix="physics-part")
+        self.pool = rollout.Rollout(nthread=nthread if nthread > 1 else 0)
+        self.datas = [mujoco.MjData(m) for _ in range(nthread)]
+        self.control = np.zeros((num_worlds, nsub, mujoco.mj_stateSize(m, CONTROL_SPEC)))
+        self.out_state = np.zeros((num_worlds, nsub, env.task.nstate))
+        self.out_sensors = np.zeros((num_worlds, nsub, m.nsensordata))
+
+    def simulate(self, idx: np.ndarray, act: np.ndarray) -> None:
+        if len(idx):
+            start = time.perf_counter()
+            self.env._simulate(idx, act, self)
+            self.seconds += time.perf_counter() - start
+
+    def close(self) -> None:
+        self.stepper.shutdown()

@@ -153,14 +153,17 @@ def collect_split(
     max_steps: int | None = None,
 ) -> Batch:
     """`collect` with the worlds in `split` contiguous parts, pipelined: while part p's physics
-    runs on the env's thread (`step_async`, which releases the GIL), the policy samples part
-    p + 1's actions, so the physics threads rarely wait for Python or the policy.
+    runs on its own thread (`step_async`, which releases the GIL; `BatchedEnv.use_parts`), the
+    policy samples part p + 1's actions, so the physics threads rarely wait for Python or the
+    policy, nor for each other.
 
     Every part is sampled at every control step, finished or not, with its rows of the step's
     draw for all worlds (`SharedDraws`), as `collect` samples all worlds; the policy is row-wise.
     The batch therefore equals `collect`'s bit for bit (tests/test_rollout_split.py)."""
     env.reset(seeds)
     parts = split_bounds(env.num_worlds, split)
+    if getattr(env, "parallel_parts", False):  # each part steps on a physics thread of its own (BatchedEnv)
+        env.use_parts(parts)
     draws = SharedDraws(generator, env.num_worlds) if generator is not None else None
     rows = [draws.rows(p.start, p.stop) if draws is not None else None for p in parts]
     steps: list[list[tuple]] = []  # per control step: per part (obs, raw, logp, mask)

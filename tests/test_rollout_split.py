@@ -260,3 +260,69 @@ def test_importing_grpo_robot_sets_a_short_openmp_spin_that_the_user_can_overrid
     env["GOMP_SPINCOUNT"] = "0"
     out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["0", "1", "False"]
+
+
+def test_parts_step_on_physics_threads_of_their_own_and_land_where_step_does():
+    """`BatchedEnv.use_parts`: min(parts, nthread) physics threads, part k on thread k mod that,
+    each with nthread // threads rollout threads; a part's `step_async` runs on its thread and
+    gives the states `step` gives; the same layout again keeps the threads."""
+    env = BatchedEnv("PushCube", 12, nthread=2)
+    halves = split_bounds(12, 2)
+    env.use_parts(halves)
+    lanes = [env._lanes[(p.start, p.stop)] for p in halves]
+    assert lanes[0] is not lanes[1] and [lane.nthread for lane in lanes] == [1, 1]
+    env.use_parts(halves)
+    assert [env._lanes[(p.start, p.stop)] for p in halves] == lanes  # kept, not rebuilt
+    quarters = split_bounds(12, 4)
+    env.use_parts(quarters)
+    q = [env._lanes[(p.start, p.stop)] for p in quarters]
+    assert q[0] is q[2] and q[1] is q[3] and q[0] is not q[1] and (0, 6) not in env._lanes
+    wide = BatchedEnv("PushCube", 12, nthread=4)
+    wide.use_parts(halves)
+    assert [wide._lanes[(p.start, p.stop)].nthread for p in halves] == [2, 2]
+    wide.close()
+
+    reference = BatchedEnv("PushCube", 12, nthread=2)
+    seeds = np.arange(12) // 3
+    env.use_parts(halves)  # another layout in between: new threads
+    assert not set(lanes) & {env._lanes[(p.start, p.stop)] for p in halves}
+    lanes = [env._lanes[(p.start, p.stop)] for p in halves]
+    env.reset(seeds), reference.reset(seeds)
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        actions = rng.uniform(-1, 1, (12, env.action_dim))
+        futures = [env.step_async(actions[p], p) for p in halves]  # both parts at once
+        for future in futures:
+            future.result()
+        reference.step(actions)
+        np.testing.assert_array_equal(env.state, reference.state)
+        np.testing.assert_array_equal(env.sensordata, reference.sensordata)
+    assert env._main_seconds == 0 and all(lane.seconds > 0 for lane in lanes)
+    assert env.physics_seconds == pytest.approx(sum(lane.seconds for lane in lanes) / 2)
+    env.close(), reference.close()
+    assert env._lanes == {}
+
+
+def test_parts_on_threads_of_their_own_give_the_same_batch():
+    """`rollout.parallel_parts`: with or without physics threads of their own, the parts give the
+    same batch bit for bit."""
+    env = BatchedEnv("Reach", 16, nthread=2, horizon=30)
+    torch.manual_seed(0)
+    policy = build_policy("gaussian", env.obs_dim, env.action_dim, hidden_sizes=[32, 32], init_std=1.0)
+    seeds = group_seeds(np.arange(4), 4)
+
+    def run(split: int):
+        return collect(env, policy, seeds, torch.device("cpu"), iteration_generator(1, 0, "cpu"), split=split)
+
+    shared = run(2)
+    assert env._lanes == {}  # the default: the parts take turns on the one pool
+    env.parallel_parts = True
+    own = run(2)
+    assert len(env._lanes) == 2
+    env.close()
+    env.parallel_parts = False
+    assert torch.equal(run(2).raw, shared.raw)
+    assert env._lanes == {}
+    for name in FIELDS:
+        assert torch.equal(getattr(own, name), getattr(shared, name)), name
+    env.close()
