@@ -153,9 +153,9 @@ def collect_split(
     max_steps: int | None = None,
 ) -> Batch:
     """`collect` with the worlds in `split` contiguous parts, pipelined: while part p's physics
-    runs on its own thread (`step_async`, which releases the GIL; `BatchedEnv.use_parts`), the
-    policy samples part p + 1's actions, so the physics threads rarely wait for Python or the
-    policy, nor for each other.
+    runs on the env's physics thread (`step_async`, which releases the GIL; with
+    `env.parallel_parts`, each part on threads of its own, `BatchedEnv.use_parts`), the policy
+    samples part p + 1's actions, so the physics threads rarely wait for Python or the policy.
 
     Every part is sampled at every control step, finished or not, with its rows of the step's
     draw for all worlds (`SharedDraws`), as `collect` samples all worlds; the policy is row-wise.

@@ -154,7 +154,7 @@ class LimitReplay:
         (untimed, to check what the replay simulates; worlds of length 0 keep their start)."""
         final = self.state0.copy()
         for job in self.jobs:
-            worlds, _, control, nstep = job
+            worlds, *_, nstep = job
             states = np.zeros((len(worlds), nstep, self.state0.shape[1]))
             self._rollout(job, states)
             final[worlds] = states[:, -1]
