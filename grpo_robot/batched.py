@@ -263,7 +263,8 @@ class BatchedEnv:
         actions = check_actions(actions, active, self.action_dim)
         idx = rows[active]
         act = np.clip(actions[active], -1.0, 1.0)
-        lane = self._lanes.get((rows[0], rows[-1] + 1)) if len(rows) and np.all(np.diff(rows) == 1) else None
+        contiguous = self._lanes and len(rows) and (worlds.step or 1) == 1
+        lane = self._lanes.get((int(rows[0]), int(rows[-1]) + 1)) if contiguous else None
         if lane is not None:
             return lane.stepper.submit(lane.simulate, idx, act)
         if self._stepper is None:
