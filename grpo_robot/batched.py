@@ -266,17 +266,20 @@ class BatchedEnv:
         contiguous = self._lanes and len(rows) and (worlds.step or 1) == 1
         lane = self._lanes.get((int(rows[0]), int(rows[-1]) + 1)) if contiguous else None
         if lane is not None:
-            return lane.stepper.submit(lane.simulate, idx, act)
+            return lane.stepper.submit(self._timed_simulate, idx, act, lane)
         if self._stepper is None:
             self._stepper = ThreadPoolExecutor(1, thread_name_prefix="physics")
         return self._stepper.submit(self._timed_simulate, idx, act)
 
     # -- internals --------------------------------------------------------------------------------
-    def _timed_simulate(self, idx: np.ndarray, act: np.ndarray) -> None:
+    def _timed_simulate(self, idx: np.ndarray, act: np.ndarray, lane: _Lane | None = None) -> None:
         if len(idx):
             start = time.perf_counter()
-            self._simulate(idx, act)
-            self._main_seconds += time.perf_counter() - start
+            self._simulate(idx, act, lane)
+            if lane is None:
+                self._main_seconds += time.perf_counter() - start
+            else:
+                lane.seconds += time.perf_counter() - start
 
     def _simulate(self, idx: np.ndarray, act: np.ndarray, lane: _Lane | None = None) -> None:
         n = len(idx)
@@ -332,19 +335,13 @@ class _Lane:
 
     def __init__(self, env: BatchedEnv, nthread: int, num_worlds: int) -> None:
         m, nsub = env.model, env.task.n_substeps
-        self.env, self.nthread, self.seconds = env, nthread, 0.0
+        self.nthread, self.seconds = nthread, 0.0  # seconds: this thread's time in the physics
         self.stepper = ThreadPoolExecutor(1, thread_name_prefix="physics-part")
         self.pool = rollout.Rollout(nthread=nthread if nthread > 1 else 0)
         self.datas = [mujoco.MjData(m) for _ in range(nthread)]
         self.control = np.zeros((num_worlds, nsub, mujoco.mj_stateSize(m, CONTROL_SPEC)))
         self.out_state = np.zeros((num_worlds, nsub, env.task.nstate))
         self.out_sensors = np.zeros((num_worlds, nsub, m.nsensordata))
-
-    def simulate(self, idx: np.ndarray, act: np.ndarray) -> None:
-        if len(idx):
-            start = time.perf_counter()
-            self.env._simulate(idx, act, self)
-            self.seconds += time.perf_counter() - start
 
     def close(self) -> None:
         self.stepper.shutdown()
