@@ -142,6 +142,25 @@ def test_a_seconds_search_scores_wall_clock_without_evaluations_and_budgets_by_t
         ("objective: wallclock\nparams: {algo.lr: {low: 1.0e-4, high: 1.0e-3}}\n", "objective='wallclock' is invalid"),
         ("objective: seconds\nparams: {algo.lr: {low: 1.0e-4, high: 1.0e-3}}\n", "needs time_limit_min > 0"),
         ("max_env_steps: null\nparams: {algo.lr: {low: 1.0e-4, high: 1.0e-3}}\n", "needs max_env_steps"),
+        (
+            "params: {algo.desired_kl: {low: 0.01, high: 0.1, when: {algo.lr_schedule: adaptive}},\n"
+            "         algo.lr_schedule: {choices: [constant, adaptive]}}\n",
+            "names 'algo.lr_schedule'; allowed: a param with choices listed before it \\(none\\)",
+        ),
+        (
+            "params: {algo.lr: {low: 1.0e-4, high: 1.0e-3}, algo.epochs: {low: 1, high: 3, when: {algo.lr: 0.001}}}\n",
+            "names 'algo.lr'; allowed",
+        ),
+        (
+            "params: {algo.lr_schedule: {choices: [constant, adaptive]},\n"
+            "         algo.desired_kl: {low: 0.01, high: 0.1, when: {algo.lr_schedule: linear}}}\n",
+            r"algo.lr_schedule='linear' is not one of its choices \['constant', 'adaptive'\]",
+        ),
+        (
+            "params: {algo.lr_schedule: {choices: [constant, adaptive]},\n"
+            "         algo.desired_kl: {low: -0.01, high: 0.1, when: {algo.lr_schedule: adaptive}}}\n",
+            "desired_kl=-0.01",
+        ),
     ],
 )
 def test_a_bad_search_space_is_one_line_before_any_work(tmp_path, text, message):
@@ -153,6 +172,48 @@ def test_a_bad_search_space_is_one_line_before_any_work(tmp_path, text, message)
     assert len(lines) == 1 and lines[0].startswith("error: ") and str(space_file) in lines[0], stderr
     assert re.search(message, lines[0]), lines[0]
     assert not (tmp_path / "study").exists()
+
+
+def test_a_conditional_param_is_drawn_only_when_its_condition_holds(tmp_path, monkeypatch):
+    """`when:` draws algo.desired_kl only in trials whose algo.lr_schedule drew adaptive; the other
+    trials train with the preset's value, and the report leaves their cell empty."""
+    space_file = tmp_path / "space.yaml"
+    space_file.write_text(TINY.replace("  policy.init_std: {choices: [0.3, 1.0]}\n",
+                                       "  algo.lr_schedule: {choices: [constant, adaptive]}\n"
+                                       "  algo.desired_kl: {low: 0.005, high: 0.05, log: true, "
+                                       "when: {algo.lr_schedule: adaptive}}\n"))  # fmt: skip
+    space = tune.load_space(space_file)
+    assert space.params[-1].when == (("algo.lr_schedule", ("adaptive",)),)
+    trained = []
+
+    def fake_train(space, values, seed, run_dir):  # the draw is what is checked here, not training
+        trained.append(dict(values))
+        config = space.trial_config(values, seed)
+        return {"seed": seed, "cost": 1000.0 * config.algo.epochs, "reached": True, "final_success": 0.5,
+                "seconds": 1.0, "desired_kl": config.algo.desired_kl}  # fmt: skip
+
+    monkeypatch.setattr(tune, "train_one", fake_train)
+    out = tmp_path / "study"
+    tune.run(space, out, 10, log=lambda line: None)
+    runs = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines()]
+    schedules = [r["params"]["algo.lr_schedule"] for r in runs]
+    assert len({r["trial"] for r in runs}) == 10 and set(schedules) == {"constant", "adaptive"}
+    default_kl = tune.compose("experiment=reach_from_scratch").algo.desired_kl
+    for r in runs:
+        adaptive = r["params"]["algo.lr_schedule"] == "adaptive"
+        assert ("algo.desired_kl" in r["params"]) == adaptive
+        if adaptive:
+            assert 0.005 <= r["params"]["algo.desired_kl"] <= 0.05 and r["desired_kl"] == r["params"]["algo.desired_kl"]
+        else:
+            assert r["desired_kl"] == default_kl
+    report = tune.report(space, out)
+    assert "algo.desired_kl in [0.005, 0.05] log (when algo.lr_schedule in ['adaptive'])" in report[0]
+    rows = [line for line in report if "| constant |" in line]
+    assert rows and all(line.rstrip(" |").endswith("| -") for line in rows)
+    code, _, stderr = run_cli(str(space_file), "--out", str(out), "--trials", "11", "--enqueue",
+                              "algo.lr_schedule=constant", "algo.desired_kl=0.01")  # fmt: skip
+    assert code == 2 and re.search(r"algo.desired_kl is searched only when algo.lr_schedule in \['adaptive'\], "
+                                   r"and it gives algo.lr_schedule='constant'", stderr), stderr  # fmt: skip
 
 
 def test_the_shipped_search_spaces_load():

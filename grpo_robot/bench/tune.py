@@ -46,13 +46,24 @@ class TuneInterrupted(RuntimeError):
 
 @dataclass(frozen=True)
 class Param:
-    """One searched key: a float or int range (`low`, `high`, `log`) or a list of `choices`."""
+    """One searched key: a float or int range (`low`, `high`, `log`) or a list of `choices`.
+    `when` makes it conditional: ((key, allowed values), ...) of earlier params with choices; a
+    trial draws it only when each of those keys drew an allowed value, and otherwise leaves the
+    preset's value (algo.desired_kl, say, only when algo.lr_schedule is adaptive)."""
 
     key: str
     low: float | None = None
     high: float | None = None
     log: bool = False
     choices: tuple | None = None
+    when: tuple[tuple[str, tuple], ...] = ()
+
+    def active(self, values: dict[str, Any]) -> bool:
+        """Whether a trial whose earlier params drew `values` draws this one."""
+        return all(values.get(key) in allowed for key, allowed in self.when)
+
+    def condition(self) -> str:
+        return " and ".join(f"{key} in {list(allowed)}" for key, allowed in self.when)
 
     def suggest(self, trial) -> Any:
         if self.choices is not None:
@@ -123,24 +134,26 @@ def load_space(path: str | Path) -> Space:
     unknown = sorted(set(raw) - TUNE_KEYS)
     if unknown:
         raise ValueError(f"{path}: unknown key {unknown[0]!r}; allowed: {', '.join(sorted(TUNE_KEYS))}")
-    params = []
+    params: list[Param] = []
     for key, spec in (raw.get("params") or {}).items():
-        if not isinstance(spec, dict) or not (set(spec) <= {"low", "high", "log", "choices"}):
-            raise ValueError(f"{path}: params.{key} must be {{low, high[, log]}} or {{choices: [...]}}, got {spec!r}")
+        if not isinstance(spec, dict) or not (set(spec) <= {"low", "high", "log", "choices", "when"}):
+            raise ValueError(f"{path}: params.{key} must be {{low, high[, log]}} or {{choices: [...]}} "
+                             f"(each with an optional when: {{KEY: VALUES}}), got {spec!r}")  # fmt: skip
+        when = _when(path, key, spec.get("when"), {p.key: p for p in params})
         if "choices" in spec:
             if not isinstance(spec["choices"], list) or not spec["choices"]:
                 raise ValueError(f"{path}: params.{key}.choices must be a non-empty list, got {spec['choices']!r}")
             if not all(isinstance(c, (bool, int, float, str)) for c in spec["choices"]):
                 raise ValueError(f"{path}: params.{key}.choices must be numbers or strings (a list as a string, "
                                  f"e.g. '[128,128]'), got {spec['choices']!r}")  # fmt: skip
-            params.append(Param(key, choices=tuple(spec["choices"])))
+            params.append(Param(key, choices=tuple(spec["choices"]), when=when))
             continue
         low, high = spec.get("low"), spec.get("high")
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (low, high)) or not low < high:
             raise ValueError(f"{path}: params.{key} needs numbers low < high, got low={low!r} high={high!r}")
         if spec.get("log") and low <= 0:
             raise ValueError(f"{path}: params.{key} has log: true, so low must be > 0, got {low!r}")
-        params.append(Param(key, low, high, bool(spec.get("log", False))))
+        params.append(Param(key, low, high, bool(spec.get("log", False)), when=when))
     if not params:
         raise ValueError(f"{path}: params is empty; nothing to search")
     seeds = tuple(raw.get("seeds", (0, 1, 2)))
@@ -161,8 +174,9 @@ def load_space(path: str | Path) -> Space:
                   source=str(path))  # fmt: skip
     try:
         for p in params:
+            enabling = {key: allowed[0] for key, allowed in p.when}  # a conditional param where it is drawn
             for value in p.extremes():
-                validate(space.trial_config({p.key: value}, seeds[0]))
+                validate(space.trial_config({**enabling, p.key: value}, seeds[0]))
         for seed in seeds:
             validate(space.trial_config({}, seed))
     except (ConfigError, ValueError) as err:
@@ -170,6 +184,29 @@ def load_space(path: str | Path) -> Space:
     except Exception as err:  # noqa: BLE001  (Hydra's own errors on a bad override)
         raise ValueError(f"{path}: {type(err).__name__}: {str(err).splitlines()[0]}") from None
     return space
+
+
+def _when(path: Path, key: str, spec: Any, earlier: dict[str, Param]) -> tuple[tuple[str, tuple], ...]:
+    """A param's `when: {KEY: VALUE or [VALUES]}`, checked: each KEY a param listed before it with
+    choices, each value one of those choices."""
+    if spec is None:
+        return ()
+    if not isinstance(spec, dict) or not spec:
+        raise ValueError(f"{path}: params.{key}.when must be {{KEY: VALUES}} over params listed before it, "
+                         f"got {spec!r}")  # fmt: skip
+    when = []
+    for other, values in spec.items():
+        allowed = tuple(values) if isinstance(values, list) else (values,)
+        if other not in earlier or earlier[other].choices is None:
+            choice_params = [k for k, p in earlier.items() if p.choices is not None]
+            raise ValueError(f"{path}: params.{key}.when names {other!r}; allowed: a param with choices listed "
+                             f"before it ({', '.join(choice_params) or 'none'})")  # fmt: skip
+        bad = [v for v in allowed if v not in earlier[other].choices]
+        if not allowed or bad:
+            raise ValueError(f"{path}: params.{key}.when: {other}={bad[0] if bad else values!r} is not one of its "
+                             f"choices {list(earlier[other].choices)}")  # fmt: skip
+        when.append((other, allowed))
+    return tuple(when)
 
 
 def run_cost(space: Space, summary: dict, train_success: float) -> tuple[float, float]:
@@ -250,6 +287,11 @@ def parse_enqueue(space: Space, items: Sequence[str]) -> dict[str, Any]:
             allowed = list(p.choices) if p.choices is not None else f"[{p.low}, {p.high}]"
             raise ValueError(f"--enqueue {item!r} is invalid: {key} must be in {allowed}")
         values[key] = value
+    for key in values:
+        unmet = [other for other, allowed in params[key].when if other in values and values[other] not in allowed]
+        if unmet:
+            raise ValueError(f"--enqueue {key}={values[key]!r} is invalid: {key} is searched only when "
+                             f"{params[key].condition()}, and it gives {unmet[0]}={values[unmet[0]]!r}")  # fmt: skip
     return values
 
 
@@ -265,7 +307,10 @@ def run(space: Space, out: Path, trials: int, log: Callable[[str], None] = print
         st.enqueue_trial(enqueue, skip_if_exists=True)
 
     def objective(trial) -> float:
-        values = {p.key: p.suggest(trial) for p in space.params}
+        values: dict[str, Any] = {}
+        for p in space.params:  # in the space's order, so that a conditional param sees what it depends on
+            if p.active(values):
+                values[p.key] = p.suggest(trial)
         trial.set_user_attr("overrides", list(space.overrides))  # fixed values, which a space may change
         costs = []
         for k, seed in enumerate(space.seeds):
@@ -302,8 +347,9 @@ def report(space: Space, out: Path) -> list[str]:
     unit, div = space.unit
     head = unit.split()[0]  # "M" or "s"
     lines = [f"search space ({space.source}): " + "; ".join(
-        f"{p.key} in {list(p.choices)}" if p.choices is not None else
-        f"{p.key} in [{p.low}, {p.high}]{' log' if p.log else ''}" for p in space.params),  # fmt: skip
+        (f"{p.key} in {list(p.choices)}" if p.choices is not None else
+         f"{p.key} in [{p.low}, {p.high}]{' log' if p.log else ''}") + (f" (when {p.condition()})" if p.when else "")
+        for p in space.params),  # fmt: skip
         f"preset {space.experiment}, seeds {list(space.seeds)}, target {space.target:.0%}, budget "
         f"{space.budget / div:g} {unit} per run; value: mean {space.objective.replace('_', ' ')} to target", "",
         f"| trial | state | value ({head}) | " + " | ".join(keys + ["fixed"] * show_fixed) + " |",
