@@ -366,7 +366,7 @@ def _check_resume_state(ckpt: dict[str, Any], policy: Policy, path: str | Path) 
         mismatch = state_dict_mismatch(ckpt["reference"], policy.state_dict())
         if mismatch:
             raise CheckpointError(f"{path}: its reference policy does not fit the policy: {mismatch}")
-    _check_optimizer_fits(optimizer, list(policy.parameters()), ckpt.get("critic") is not None, path)
+    _check_optimizer_fits(optimizer, optimizer_order(policy), ckpt.get("critic") is not None, path)
 
 
 def _one_line(err: BaseException) -> str:
@@ -460,7 +460,12 @@ def check_resumable(ckpt: dict[str, Any], policy: Policy, needs_reference: bool,
     if needs_critic and ckpt.get("critic") is None:
         raise CheckpointError(f"cannot resume from {path} with a critic (algo.advantage=gae): it holds no value "
                               "function")  # fmt: skip
-    _check_optimizer_fits(ckpt["optimizer"], list(policy.parameters()), needs_critic, path)
+    _check_optimizer_fits(ckpt["optimizer"], optimizer_order(policy), needs_critic, path)
+
+
+def optimizer_order(policy: Policy) -> list[torch.nn.Parameter]:
+    """The policy's parameters in the order the update's optimizer holds them (its groups')."""
+    return [p for _, params in policy.optimizer_groups() for p in params]
 
 
 def _check_optimizer_fits(optimizer: dict[str, Any], params: list[torch.nn.Parameter], has_extra: bool,

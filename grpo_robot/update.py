@@ -73,8 +73,21 @@ class Learner:
         """Train `policy` from now on: a fresh optimizer, and `policy` as the KL reference."""
         self.policy = policy
         self.reference = frozen_copy(policy) if self.cfg.kl.beta > 0 else None
-        self.params = list(policy.parameters()) + [p for m in self.extra for p in m.parameters()]
-        self.optimizer = torch.optim.Adam(self.params, lr=self.cfg.lr, eps=1e-5)
+        # the policy's groups (the first at the rate, others at a fraction of it), then the extra
+        # modules': in the first group when it is the only one, as every checkpoint before groups has them
+        groups = [{"params": params, "lr_scale": scale} for scale, params in policy.optimizer_groups()]
+        extra = [p for m in self.extra for p in m.parameters()]
+        if extra and len(groups) == 1:
+            groups[0]["params"] = groups[0]["params"] + extra
+        elif extra:
+            groups.append({"params": extra, "lr_scale": 1.0})
+        self.params = [p for group in groups for p in group["params"]]
+        self.optimizer = torch.optim.Adam(groups, lr=self.cfg.lr, eps=1e-5)
+        self._set_lr(self.cfg.lr)
+
+    def _set_lr(self, lr: float) -> None:
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr * group["lr_scale"]
 
     def _guarded_step(self) -> bool:
         """`optimizer.step()`, undone when it leaves a parameter or an Adam moment non-finite
@@ -133,8 +146,7 @@ class Learner:
         else:
             lr = cfg.lr * (max(0.0, 1.0 - progress) if cfg.lr_schedule == "linear" else 1.0)
         self.lr = lr
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        self._set_lr(lr)
         shuffle = torch.Generator().manual_seed(stream_seed(self.run_seed, it, STREAM_SHUFFLE))
         max_norm = cfg.max_grad_norm if cfg.max_grad_norm is not None else math.inf
         stats: dict[str, list[float]] = {}
@@ -185,5 +197,4 @@ class Learner:
         elif kl < 0.5 * cfg.desired_kl:
             lr *= ADAPT_FACTOR
         lr = min(max(lr, cfg.lr_range[0]), cfg.lr_range[1])
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        self._set_lr(lr)

@@ -330,3 +330,53 @@ def test_the_validators_parameter_count_is_the_policys(kwargs):
     cfg = PolicyConfig(hidden_sizes=[32, 24], **kwargs)
     policy = build_policy(cfg.type, 7, 3, **policy_kwargs(cfg))
     assert network_parameters(cfg, 7, 3) == sum(p.numel() for p in policy.parameters())
+
+
+@pytest.mark.parametrize("schedule", ["constant", "adaptive"])
+def test_free_logits_train_at_their_fraction_of_the_learning_rate(tmp_path, schedule):
+    """policy.free_logits_lr puts the bump policy's free logits in an optimizer group of their own
+    at that fraction of algo.lr, under every schedule; 0 freezes them while the bump's mean moves.
+    A checkpoint keeps the groups, so a resumed run trains the same way."""
+    cfg = small_config(
+        policy=PolicyConfig(type="tokenized", bins=16, hidden_sizes=[32, 32], bin_logits="gaussian",
+                            free_logits_lr=0.0),
+        algo=AlgoConfig(group_size=8, groups_per_iter=16, epochs=2, minibatches=2, lr=1e-3, lr_schedule=schedule),
+    )  # fmt: skip
+    trainer = Trainer(cfg, tmp_path)
+    policy, optimizer = trainer.policy, trainer.learner.optimizer
+    free = {id(p) for p in policy.logits_head.parameters()}
+    assert [g["lr_scale"] for g in optimizer.param_groups] == [1.0, 0.0]
+    assert {id(p) for p in optimizer.param_groups[1]["params"]} == free
+    assert not free & {id(p) for p in optimizer.param_groups[0]["params"]}
+    before = {k: v.clone() for k, v in policy.state_dict().items()}
+    batch, _ = trainer.sampler.sample(policy, 0)
+    adv = torch.randn(batch.num_trajectories, generator=torch.Generator().manual_seed(0))[batch.packed()[3]]
+    for it in range(3):
+        trainer.learner.update(batch, adv, it)
+        lrs = [g["lr"] for g in optimizer.param_groups]  # adaptive: the next update's rate
+        assert lrs[0] == pytest.approx(1e-3 if schedule == "constant" else lrs[0]) and lrs[0] > 0 and lrs[1] == 0.0
+    after = policy.state_dict()
+    for name in ("logits_head.0.weight", "logits_head.0.bias"):
+        assert torch.equal(before[name], after[name]), name
+    for name in ("mean_head.0.weight", "trunk.0.weight"):
+        assert not torch.equal(before[name], after[name]), name
+    # at 0.5 the free logits move, by less than at the full rate from the same start
+    steps = {}
+    for scale in (0.5, 1.0):
+        policy.load_state_dict(before)
+        policy.free_logits_lr = scale
+        trainer.learner.set_policy(policy)
+        trainer.learner.update(batch, adv, 0)
+        lrs = [g["lr"] for g in trainer.learner.optimizer.param_groups]
+        assert lrs[1] == pytest.approx(scale * lrs[0]) if scale != 1.0 else len(lrs) == 1
+        steps[scale] = (policy.state_dict()["logits_head.0.weight"] - before["logits_head.0.weight"]).abs().mean()
+    assert 0 < steps[0.5] < 0.75 * steps[1.0]
+    policy.free_logits_lr = 0.0
+    trainer.learner.set_policy(policy)
+    trainer.learner.update(batch, adv, 1)
+    path = trainer.save("last")
+    trainer.close()
+    resumed = Trainer(replace(cfg, resume=str(path)), tmp_path / "resumed")
+    groups = resumed.learner.optimizer.param_groups
+    assert [g["lr_scale"] for g in groups] == [1.0, 0.0] and groups[1]["lr"] == 0.0
+    resumed.close()

@@ -111,6 +111,11 @@ class PolicyConfig:
     # the deterministic action (evaluation): each dimension's mode (argmax bin), median bin, or
     # mean over the bin centres (a continuous action, as a Gaussian's mean is)
     decode: str = choice(*DECODES)
+    # bin_logits=gaussian: the free logits' learning rate as a fraction of algo.lr (the bump's
+    # mean and width, and the trunk, train at algo.lr). Adam steps every bin's logit at the rate
+    # whatever its gradient, so at a rate that suits the mean the free logits move the categorical
+    # furthest (docs/results.md, the tokenized policy)
+    free_logits_lr: float = 1.0
 
 
 def policy_kwargs(cfg: PolicyConfig) -> dict[str, Any]:
@@ -121,7 +126,7 @@ def policy_kwargs(cfg: PolicyConfig) -> dict[str, Any]:
                     max_std=cfg.max_std, min_std=cfg.min_std)
     return dict(common, bins=cfg.bins, head=cfg.head, temperature=cfg.temperature, embed_dim=cfg.embed_dim,
                 bin_logits=cfg.bin_logits, learn_temperature=cfg.learn_temperature, decode=cfg.decode,
-                init_std=cfg.init_std)
+                init_std=cfg.init_std, free_logits_lr=cfg.free_logits_lr)
 
 
 @dataclass

@@ -129,6 +129,7 @@ RANGES: dict[tuple[type, str], Range] = {
     (PolicyConfig, "temperature"): Range(0, 100, low_open=True, why="it divides the logits"),
     (PolicyConfig, "bins"): Range(2, 65536, guard=True),
     (PolicyConfig, "embed_dim"): Range(1, 65536, guard=True),
+    (PolicyConfig, "free_logits_lr"): Range(0, 10, why="a fraction of algo.lr; 0 freezes the free logits"),
     (ClipConfig, "eps"): Range(0, 1, low_open=True, high_open=True),
     (ClipConfig, "low"): Range(0, 1, low_open=True, high_open=True, null="eps"),
     (ClipConfig, "high"): Range(0, 10, low_open=True, why="the ratio is clipped at 1 + high", null="eps"),

@@ -96,6 +96,12 @@ class Policy(nn.Module):
         """Parameters that only set the exploration noise (kept fixed by BC unless asked)."""
         return []
 
+    def optimizer_groups(self) -> list[tuple[float, list[nn.Parameter]]]:
+        """The RL update's optimizer groups, (scale, parameters): each group trains at scale x
+        algo.lr. They cover every parameter once, and the first one's scale is 1. Their order is
+        the optimizer state's order, which resuming checks. Default: one group of them all."""
+        return [(1.0, list(self.parameters()))]
+
     def after_step(self) -> None:
         """Called after every optimizer step that was kept: project parameters back onto their
         allowed set (e.g. the Gaussian's std bound). Nothing by default."""

@@ -98,6 +98,7 @@ class TokenizedPolicy(Policy):
         learn_temperature: bool = False,
         decode: str = "mode",
         init_std: float = 0.3,
+        free_logits_lr: float = 1.0,
     ) -> None:
         super().__init__(obs_dim, action_dim, obs_norm)
         if head not in HEADS:
@@ -117,9 +118,10 @@ class TokenizedPolicy(Policy):
             learn_temperature=learn_temperature,
             decode=decode,
             init_std=init_std,
+            free_logits_lr=free_logits_lr,
         )
         self.bins, self.head, self.temperature, self.ordinal = bins, head, temperature, bin_logits == "ordinal"
-        self.decode = decode
+        self.decode, self.free_logits_lr = decode, free_logits_lr
         self.register_buffer("centres", bin_centres(bins))
         if learn_temperature:
             self.log_temperature = nn.Parameter(torch.full((action_dim, 1), math.log(temperature)))
@@ -232,6 +234,16 @@ class TokenizedPolicy(Policy):
             action = (F.softmax(logits, dim=-1) * self.centres).sum(-1)
             return to_tokens(action, self.bins), action
         return tokens, self.centres[tokens]
+
+    def optimizer_groups(self):
+        # with the bump, the free logits' layer may train slower: Adam moves each of its D*K rows at
+        # the learning rate whatever its gradient, so a rate that suits the bump's mean reshapes
+        # every bin's logit each step
+        if not self.bump or self.free_logits_lr == 1.0:
+            return super().optimizer_groups()
+        free = list(self.logits_head.parameters())
+        rest = [p for p in self.parameters() if all(p is not q for q in free)]
+        return [(1.0, rest), (self.free_logits_lr, free)]
 
     def std_parameters(self):
         widths = [self.log_width] if self.bump else []
