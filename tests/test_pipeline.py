@@ -1,9 +1,8 @@
 """The one-command pipelines reach the issue's target (slow: `pytest -m slow -k preset_reaches
-tests/test_pipeline.py`, 16 minutes for all six on 2 cores: about 5 for the Gaussian presets, 11
-for the tokenized ones): behaviour cloning from at most 10 demos gives some success below 90%,
-and GRPO from the clone reaches at least 95% on 200 held-out seeds with a Wilson lower bound of
-at least 0.90, within 30 minutes. Seed 0 of each; on PushCube both policies miss 95% on some
-seeds (docs/results.md)."""
+tests/test_pipeline.py`, about 11 minutes for all six on 2 cores, 5-6 for each policy's three):
+behaviour cloning from at most 10 demos gives some success below 90%, and GRPO from the clone
+reaches at least 95% on 200 held-out seeds with a Wilson lower bound of at least 0.90, within
+30 minutes. Seed 0 of each; the other seeds are in docs/results.md."""
 
 import json
 from pathlib import Path
