@@ -87,7 +87,7 @@ class Learner:
 
     def _set_lr(self, lr: float) -> None:
         for group in self.optimizer.param_groups:
-            group["lr"] = lr * group["lr_scale"]
+            group["lr"] = lr * group.get("lr_scale", 1.0)  # a checkpoint from before groups has no scale
 
     def _guarded_step(self) -> bool:
         """`optimizer.step()`, undone when it leaves a parameter or an Adam moment non-finite

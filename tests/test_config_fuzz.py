@@ -74,6 +74,10 @@ TRAIN_POLICY = [
     case("train", "policy=tokenized_factorized", "policy.temperature=inf", key="policy.temperature"),
     case("train", "policy.temperature=0"),
     case("train", "policy.bins=1"),
+    case("train", "policy.free_logits_lr=0.1"),  # the Gaussian policy has no free logits
+    case("train", "policy=tokenized_factorized", "policy.free_logits_lr=0.1", key="policy.free_logits_lr"),  # free
+    case("train", "policy=tokenized_factorized", "policy.bin_logits=gaussian", "policy.free_logits_lr=-0.1",
+         key="policy.free_logits_lr"),  # fmt: skip
     case("train", "policy.bins=1000000"),
     case("train", "policy.hidden_sizes=[]"),
     case("train", "policy.hidden_sizes=[0]"),
@@ -414,10 +418,10 @@ def test_presets_pass(overrides):
 
 
 def test_a_preset_built_on_another_keeps_the_base_and_yields_to_the_command_line():
-    """`experiment=push_cube_bc_tokenized` is push_cube_bc with its own policy, GRPO settings
-    (algo=grpo_from_clone at its own learning rate) and demo count, and the base's env, budget and
-    training horizon; the command line still wins, and a resumed run counts the base preset's keys
-    as set by the experiment."""
+    """`experiment=push_cube_bc_tokenized` is push_cube_bc with its own policy (64 bins on a bump,
+    the free logits at a tenth of the rate, the mean decode), and the base's env, budget, demos,
+    GRPO settings, learning rate, exploration width and training horizon; the command line still
+    wins, and a resumed run counts the base preset's keys as set by the experiment."""
     from grpo_robot.cli import _precompose, _touched_keys
 
     base = compose_train_config("experiment=push_cube_bc")
@@ -425,11 +429,11 @@ def test_a_preset_built_on_another_keeps_the_base_and_yields_to_the_command_line
     assert (base.policy.type, base.algo.lr, base.algo.train_horizon) == ("gaussian", 0.0009907994985685889, 60)
     assert (base.algo.group_size, base.algo.minibatches, base.demos.episodes) == (8, 1, 10)
     assert (tokenized.policy.type, tokenized.policy.bins, tokenized.policy.bin_logits) == ("tokenized", 64, "gaussian")
-    assert tokenized.algo.lr == 7e-4  # its own
-    # the base's env, budget and horizon; its own demos and GRPO settings
+    assert (tokenized.policy.free_logits_lr, tokenized.policy.decode) == (0.1, "mean")  # its own
+    # the base's env, budget, horizon, demos, GRPO settings and exploration width
     assert (tokenized.env.task, tokenized.iterations, tokenized.algo.train_horizon) == ("PushCube", 500, 60)
-    assert (tokenized.demos.episodes, tokenized.algo.group_size, tokenized.algo.minibatches) == (10, 16, 2)
-    assert tokenized.policy.init_std == 0.40802774942530967
+    assert (tokenized.demos.episodes, tokenized.algo.group_size, tokenized.algo.minibatches) == (10, 8, 1)
+    assert (tokenized.algo.lr, tokenized.policy.init_std) == (base.algo.lr, base.policy.init_std)
     assert (tokenized.pretrain, tokenized.bc.seed, tokenized.env.horizon) == (True, 0, None)
     mine = compose_train_config("experiment=push_cube_bc_tokenized", "algo.lr=1e-4", "policy=gaussian")
     assert (mine.algo.lr, mine.policy.type) == (1e-4, "gaussian")
@@ -437,7 +441,7 @@ def test_a_preset_built_on_another_keeps_the_base_and_yields_to_the_command_line
     touched = _touched_keys(overrides, _precompose("config", overrides)[0])
     assert {"algo.lr", "policy.bins", "policy.bin_logits", "policy.init_std", "policy.type", "env.task", "iterations",
             "demos.episodes"} <= touched  # fmt: skip
-    assert "algo.kl.beta" in touched  # the base chooses the whole algo group (algo=grpo_from_clone)
+    assert "algo.kl.beta" in touched  # the base chooses the whole algo group (algo=grpo_from_clone_push)
     assert "rollout.backend" not in touched and "device" not in touched and "eval_seeds" not in touched
 
 

@@ -380,3 +380,16 @@ def test_free_logits_train_at_their_fraction_of_the_learning_rate(tmp_path, sche
     groups = resumed.learner.optimizer.param_groups
     assert [g["lr_scale"] for g in groups] == [1.0, 0.0] and groups[1]["lr"] == 0.0
     resumed.close()
+    # a checkpoint from before optimizer groups (one group, no scale) resumes and trains at the rate
+    plain = replace(cfg, policy=replace(cfg.policy, free_logits_lr=1.0), resume=None)
+    old = Trainer(plain, tmp_path / "old")
+    ckpt = old.state()
+    for group in ckpt["optimizer"]["param_groups"]:
+        del group["lr_scale"]
+    torch.save(ckpt, tmp_path / "old.pt")
+    old.close()
+    resumed = Trainer(replace(plain, resume=str(tmp_path / "old.pt")), tmp_path / "old_resumed")
+    resumed.learner.update(batch, adv, 0)
+    (group,) = resumed.learner.optimizer.param_groups  # adaptive: the rate it sets for the next update
+    assert group["lr"] == (resumed.learner.lr if schedule == "constant" else group["lr"]) > 0
+    resumed.close()
