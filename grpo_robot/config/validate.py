@@ -430,10 +430,11 @@ def validate_policy(pol: PolicyConfig) -> None:
     if pol.min_std is not None:
         _check(pol.min_std <= pol.init_std, "policy.min_std", pol.min_std,
                f"must be at most policy.init_std={pol.init_std:g}, where the std starts")  # fmt: skip
-    bump = pol.type == "tokenized" and pol.bin_logits == "gaussian"
-    _check(bump or pol.free_logits_lr == 1.0, "policy.free_logits_lr", pol.free_logits_lr,
-           f"must be 1 with policy.type={pol.type}" + (f" and bin_logits={pol.bin_logits}" if pol.type == "tokenized"
-           else "") + ": only tokenized bin_logits=gaussian has free logits beside the bump; use algo.lr")  # fmt: skip
+    tokenized = pol.type == "tokenized"
+    where = f"policy.type={pol.type}" + (f" and bin_logits={pol.bin_logits}" if tokenized else "")
+    _check((tokenized and pol.bin_logits == "gaussian") or pol.free_logits_lr == 1.0, "policy.free_logits_lr",
+           pol.free_logits_lr, f"must be 1 with {where}: only tokenized bin_logits=gaussian has free logits beside "
+           "the bump; use algo.lr")  # fmt: skip
 
 
 _DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
