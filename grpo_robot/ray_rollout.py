@@ -34,7 +34,8 @@ import torch
 from grpo_robot.config import ConfigError, TrainConfig, env_config_dict
 from grpo_robot.policies import Policy
 from grpo_robot.rollout import Batch, GroupSampler, RolloutError, collect, exact_settings
-from grpo_robot.seeding import WorldRows, exploration, group_seeds, iteration_generator, iteration_seeds
+from grpo_robot.seeding import WorldRows, exploration, group_seeds, iteration_generator
+from grpo_robot.start_replay import start_replay
 
 START_UP_S = 300.0  # the longest a worker may take to start (or restart), whatever rollout.worker_timeout_s is
 
@@ -137,7 +138,7 @@ class RaySampler(GroupSampler):
         super().__init__(None, cfg.seed, algo.groups_per_iter, algo.group_size, device,  # type: ignore[arg-type]
                          cfg.env.outcome == "final_step", tuple(sampling.keep_range) if sampling.enabled else None,
                          sampling.max_rounds, rollout.split, None, algo.noise_correlation,
-                         algo.train_horizon)  # fmt: skip
+                         algo.train_horizon, start_replay(algo))  # fmt: skip
         self.cfg = cfg
         self.started_ray = connect(cfg.ray.address)
         # contiguous slices of whole groups (a group's members share one env: clone starts need it)
@@ -169,7 +170,8 @@ class RaySampler(GroupSampler):
     def draw(self, policy: Policy, it: int, round_: int = 0) -> Batch:
         import ray
 
-        seeds = group_seeds(iteration_seeds(self.run_seed, it, self.n_groups, round_), self.group_size)
+        groups = self.group_starts(it, round_)
+        seeds = group_seeds(groups, self.group_size)
         weights = ray.put({k: v.detach().cpu() for k, v in policy.state_dict().items()})  # once per draw
 
         def submit(k: int):
@@ -204,7 +206,7 @@ class RaySampler(GroupSampler):
         self.timing = {f"charts/worker{k}_env_steps_per_s": p.simulated_steps / max(s, 1e-9)
                        for k, (p, s) in enumerate(zip(parts, seconds, strict=True))}  # fmt: skip
         self.timing["time/worker_wait_s"] = wall - min(seconds)  # waiting beyond the fastest worker
-        return _to(Batch.concat(parts), self.device)
+        return self.recorded(groups, _to(Batch.concat(parts), self.device))
 
     def sample(self, policy: Policy, it: int) -> tuple[Batch, dict[str, float]]:
         batch, metrics = super().sample(policy, it)

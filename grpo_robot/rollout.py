@@ -15,6 +15,7 @@ import torch
 from grpo_robot.environment import GroupEnv
 from grpo_robot.policies import Policy
 from grpo_robot.seeding import SharedDraws, exploration, group_seeds, iteration_generator, iteration_seeds
+from grpo_robot.start_replay import StartReplay
 
 
 class RolloutError(RuntimeError):
@@ -260,8 +261,10 @@ class GroupSampler:
         policy_threads: int | None = None,
         noise_correlation: float = 0.0,
         max_steps: int | None = None,
+        replay: StartReplay | None = None,
     ) -> None:
         self.env, self.run_seed, self.device = env, run_seed, device
+        self.replay = replay  # algo.start_replay (start_replay.py): None = fresh seeds only
         self.max_steps = max_steps  # algo.train_horizon: control steps per rollout, null = the env's horizon
         self.noise_correlation = noise_correlation  # algo.noise_correlation (seeding.CorrelatedDraws)
         self.n_groups, self.group_size = n_groups, group_size
@@ -269,10 +272,12 @@ class GroupSampler:
         self.keep_range, self.max_rounds = keep_range, max_rounds
         self.split, self.policy_threads = split, policy_threads
         self._settings: tuple[int, int | None] | None = None  # exact_settings, from the first draw
+        self.last_groups: np.ndarray | None = None  # [n_groups] seeds of the last draw
 
     def draw(self, policy: Policy, it: int, round_: int = 0) -> Batch:
         """All `n_groups` groups of iteration `it` (and sampling round), kept or not."""
-        seeds = group_seeds(iteration_seeds(self.run_seed, it, self.n_groups, round_), self.group_size)
+        groups = self.group_starts(it, round_)
+        seeds = group_seeds(groups, self.group_size)
         generator = exploration(iteration_generator(self.run_seed, it, self.device, round_=round_),
                                 self.noise_correlation)  # fmt: skip
         if self._settings is None:
@@ -280,8 +285,26 @@ class GroupSampler:
             self._settings = exact_settings(policy, len(seeds), split, self.policy_threads, self.device)
         split, threads = self._settings
         with torch_threads(threads):
-            return collect(self.env, policy, seeds, self.device, generator, False, self.final_step_outcome, split,
-                           self.max_steps)  # fmt: skip
+            batch = collect(self.env, policy, seeds, self.device, generator, False, self.final_step_outcome, split,
+                            self.max_steps)  # fmt: skip
+        return self.recorded(groups, batch)
+
+    def group_starts(self, it: int, round_: int = 0) -> np.ndarray:
+        """`[n_groups]` seeds of one draw: the iteration's fresh seeds, some replaced by replayed ones."""
+        fresh = iteration_seeds(self.run_seed, it, self.n_groups, round_)
+        return fresh if self.replay is None else self.replay.mix(fresh, self.run_seed, it, round_)
+
+    def replay_metrics(self) -> dict[str, float]:
+        """The replay's share of the last draw's groups and its buffer's size; {} without replay."""
+        return {} if self.replay is None else self.replay.metrics(self.n_groups)
+
+    def recorded(self, groups: np.ndarray, batch: Batch) -> Batch:
+        """`batch`, after handing its groups' outcomes to the replay buffer (`groups`: its seeds,
+        kept as `last_groups`)."""
+        self.last_groups = groups
+        if self.replay is not None:
+            self.replay.record(groups, batch.success.view(-1, self.group_size).mean(1).cpu().numpy())
+        return batch
 
     def close(self) -> None:
         """Release what the sampler holds beyond the env (the Ray backend's workers)."""
@@ -289,7 +312,7 @@ class GroupSampler:
     def sample(self, policy: Policy, it: int) -> tuple[Batch, dict[str, float]]:
         """-> (batch, dynamic-sampling metrics: groups drawn and kept, success before filtering)."""
         if self.keep_range is None:
-            return self.draw(policy, it), {}
+            return self.draw(policy, it), self.replay_metrics()
         low, high = self.keep_range
         n, kept = self.group_size, []
         n_kept, successes = 0, 0.0
@@ -304,7 +327,8 @@ class GroupSampler:
             if n_kept == self.n_groups:
                 break
         drawn = (round_ + 1) * self.n_groups
-        metrics = {"groups_drawn": drawn, "groups_kept": n_kept, "drawn_success": successes / (drawn * n)}
+        metrics = {"groups_drawn": drawn, "groups_kept": n_kept, "drawn_success": successes / (drawn * n),
+                   **self.replay_metrics()}  # fmt: skip
         if n_kept == 0:
             batch.simulated_steps = sum(k.simulated_steps for k in kept)
             return batch, metrics

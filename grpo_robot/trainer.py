@@ -48,6 +48,7 @@ from grpo_robot.policies import Policy, build_policy
 from grpo_robot.rollout import GroupSampler, RolloutError
 from grpo_robot.seeding import STREAM_EVAL, eval_seeds, iteration_generator
 from grpo_robot.signals import Interrupted, SignalGuard
+from grpo_robot.start_replay import start_replay
 from grpo_robot.update import AdvantageSource, GroupAdvantages, Learner, TrainingDiverged
 
 if TYPE_CHECKING:
@@ -127,7 +128,7 @@ class Trainer:
                                         cfg.env.outcome == "final_step", tuple(sampling.keep_range)
                                         if sampling.enabled else None, sampling.max_rounds,
                                         cfg.rollout.split, cfg.rollout.policy_threads,
-                                        algo.noise_correlation, algo.train_horizon)  # fmt: skip
+                                        algo.noise_correlation, algo.train_horizon, start_replay(algo))  # fmt: skip
         self.hooks = [*default_hooks(cfg), *hooks]
         self.iteration = self.env_steps = 0
         self.best_eval = -1.0
@@ -359,6 +360,7 @@ class Trainer:
             "optimizer": self.learner.optimizer.state_dict(),
             "reference": None if reference is None else reference.state_dict(),
             "critic": None if self.critic is None else self.critic.value.state_dict(),
+            "start_replay": None if self.sampler.replay is None else self.sampler.replay.state_dict(),
             "eval": None if self.last_eval is None else self.last_eval.to_json(),
             "seconds": self.seconds_before + self.elapsed(),
             "initial_policy": self.pretrained,
@@ -381,6 +383,8 @@ class Trainer:
             reference.load_state_dict(ckpt["reference"])
         if self.critic is not None:
             self.critic.value.load_state_dict(ckpt["critic"])
+        if self.sampler.replay is not None:  # a checkpoint written before replay existed holds none
+            self.sampler.replay.load_state_dict(ckpt.get("start_replay"))
         self.iteration, self.env_steps = int(ckpt["iteration"]), int(ckpt["env_steps"])
         self.best_eval = float(ckpt["best_eval"])
         # a resumed run's summary speaks for the whole run: its time so far, and where its policy came

@@ -13,12 +13,13 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from cli_harness import run_main
 from test_train import small_config
 
-from grpo_robot.config import EnvConfig, RolloutConfig
+from grpo_robot.config import EnvConfig, RolloutConfig, StartReplayConfig
 from grpo_robot.hooks import Hook
 from grpo_robot.seeding import WorldRows, iteration_generator
 from grpo_robot.trainer import Trainer
@@ -70,19 +71,23 @@ class Scalars(Hook):
         self.logged.update(scalars)
 
 
-@pytest.mark.parametrize("workers, train_horizon", [(1, None), (2, None), (2, 12)])
-def test_ray_gives_the_local_parameters_on_a_built_in_task(local_ray, tmp_path, workers, train_horizon):
+@pytest.mark.parametrize("workers, train_horizon, replay", [(1, None, 0.0), (2, None, 0.5), (2, 12, 0.0)])
+def test_ray_gives_the_local_parameters_on_a_built_in_task(local_ray, tmp_path, workers, train_horizon, replay):
     """With a training horizon too (algo.train_horizon): each worker cuts its rollouts where the
-    local sampler does."""
-    cfg = small_config(iterations=2)
-    cfg = replace(cfg, algo=replace(cfg.algo, train_horizon=train_horizon))
-    local, summary, _ = train(on(cfg, "local"), tmp_path / "local")
+    local sampler does; and with replayed starts (algo.start_replay), drawn where the local run draws them."""
+    cfg = small_config(iterations=3 if replay else 2)
+    cfg = replace(cfg, algo=replace(cfg.algo, train_horizon=train_horizon,
+                                    start_replay=StartReplayConfig(fraction=replay)))  # fmt: skip
+    local, summary, local_trainer = train(on(cfg, "local"), tmp_path / "local")
     if train_horizon is not None:  # the cut took effect: no training world ran past it
-        assert summary["env_steps"] <= 2 * cfg.algo.group_size * cfg.algo.groups_per_iter * train_horizon
+        assert summary["env_steps"] <= cfg.iterations * cfg.algo.group_size * cfg.algo.groups_per_iter * train_horizon
     seen = Scalars()
     remote, remote_summary, trainer = train(on(cfg, "ray", workers), tmp_path / "ray", hooks=[seen])
     assert same(local, remote) and summary["env_steps"] == remote_summary["env_steps"]
     assert len(trainer.sampler.slices) == workers
+    if replay:  # the last iteration started groups from the buffer, the same seeds on both backends
+        assert seen.logged["charts/replayed_groups"] > 0
+        assert np.array_equal(trainer.sampler.last_groups, local_trainer.sampler.last_groups)
     rates = [seen.logged[f"charts/worker{k}_env_steps_per_s"] for k in range(workers)]  # TensorBoard's scalars
     assert all(rate > 100 for rate in rates) and 0 <= seen.logged["time/worker_wait_s"] < 60
 

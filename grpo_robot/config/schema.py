@@ -158,6 +158,15 @@ class DynamicSamplingConfig:
 
 
 @dataclass
+class StartReplayConfig:
+    """Replay of informative starts (grpo_robot/start_replay.py): a share of each iteration's
+    groups start again from training seeds whose last group had both successes and failures."""
+
+    fraction: float = 0.0  # share of groups_per_iter drawn from the replayed seeds (when it holds enough); 0 = off
+    max_replays: int = 4  # times one seed is replayed at most
+
+
+@dataclass
 class CriticConfig:
     """PPO's learned value function (advantage=gae) and the reward it learns; the GRPO family has no critic."""
 
@@ -209,6 +218,7 @@ class AlgoConfig:
     clip: ClipConfig = field(default_factory=ClipConfig)
     kl: KLConfig = field(default_factory=KLConfig)
     dynamic_sampling: DynamicSamplingConfig = field(default_factory=DynamicSamplingConfig)
+    start_replay: StartReplayConfig = field(default_factory=StartReplayConfig)
     critic: CriticConfig = field(default_factory=CriticConfig)
 
 

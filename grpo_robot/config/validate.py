@@ -39,6 +39,7 @@ from grpo_robot.config.schema import (
     PretrainConfig,
     RenderConfig,
     RolloutConfig,
+    StartReplayConfig,
     TrainConfig,
     env_source,
 )
@@ -140,6 +141,8 @@ RANGES: dict[tuple[type, str], Range] = {
     (DynamicSamplingConfig, "max_rounds"): Range(
         1, MAX_SAMPLING_ROUNDS, guard=True, why="each round simulates the iteration's groups again"
     ),  # fmt: skip
+    (StartReplayConfig, "fraction"): Range(0, 1, why="a share of algo.groups_per_iter; 0 is off"),
+    (StartReplayConfig, "max_replays"): Range(1, 1000, guard=True, why="times one start is replayed"),
     (CriticConfig, "gamma"): Range(0, 1, low_open=True),
     (CriticConfig, "gae_lambda"): Range(0, 1),
     (CriticConfig, "vf_coef"): Range(0, 1000, low_open=True),
@@ -298,8 +301,9 @@ def _typed(cfg: Any, cls: type, prefix: str = "") -> Any:
         raise ConfigError(one_line(err, prefix)) from None
 
 
-_CONFIG_CLASSES = (EnvConfig, PolicyConfig, ClipConfig, KLConfig, DynamicSamplingConfig, CriticConfig, AlgoConfig,
-                   DemoConfig, BCConfig, TrainConfig, EvalConfig, CollectDemosConfig, PretrainConfig)  # fmt: skip
+_CONFIG_CLASSES = (EnvConfig, PolicyConfig, ClipConfig, KLConfig, DynamicSamplingConfig, StartReplayConfig,
+                   CriticConfig, AlgoConfig, DemoConfig, BCConfig, TrainConfig, EvalConfig, CollectDemosConfig,
+                   PretrainConfig)  # fmt: skip
 
 
 # -- training ----------------------------------------------------------------------------------
