@@ -7,9 +7,9 @@ training or in the demonstrations:
     evaluation        [1e9, 2e9)    the first n of the range, the same for every run
     demonstrations    [2e9, 3e9)    demo run `seed` in [0, 1000) owns 1e6 consecutive seeds
 
-Random streams (sampling noise, minibatch shuffles, evaluation noise) are functions of
-(run seed, iteration, stream[, sampling round]) only, so a resumed run draws exactly what an
-uninterrupted one would.
+Random streams (sampling noise, minibatch shuffles, evaluation noise, replayed starts) are
+functions of (run seed, iteration, stream[, sampling round]) only, so a resumed run draws exactly
+what an uninterrupted one would.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ DEMO_RUNS = 1000  # demos.seed in [0, DEMO_RUNS)
 DEMO_SEEDS_PER_RUN = 1_000_000
 
 STREAM_ROLLOUT, STREAM_SHUFFLE, STREAM_EVAL = 1, 2, 3
+STREAM_REPLAY = 77  # algo.start_replay's draw of buffered seeds: numpy key [run seed, iteration, 77(, round)]
 
 
 def iteration_seeds(run_seed: int, iteration: int, n_groups: int, round_: int = 0) -> np.ndarray:

@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from grpo_robot.seeding import STREAM_REPLAY
+
 if TYPE_CHECKING:
     from grpo_robot.config import AlgoConfig
-
-STREAM_REPLAY = 77  # the key of the replay draw: [run seed, iteration, 77(, round)]
 
 
 class StartReplay:
