@@ -1,6 +1,6 @@
-"""Everything around the training loop, as hooks: budgets, the evaluation schedule (with the best
-checkpoint and target stopping), periodic checkpoints, the loggers (TensorBoard, Weights & Biases)
-and the progress bar.
+"""Everything around the training loop, as hooks: budgets, the exploration std's falling cap
+(`algo.std_anneal`), the evaluation schedule (with the best checkpoint and target stopping),
+periodic checkpoints, the loggers (TensorBoard, Weights & Biases) and the progress bar.
 
 A hook subclasses `Hook` and overrides what it needs; `Trainer(..., hooks=[...])` appends it to
 the defaults (`default_hooks`), which run in list order:
@@ -310,10 +310,32 @@ class ProgressBar(Hook):
             self.bar.close()
 
 
+class StdAnneal(Hook):
+    """`algo.std_anneal`: the Gaussian's free std is capped by a value that falls geometrically
+    from `start` (policy.init_std) to `final` over `iterations` iterations, then stays there. The
+    cap for iteration i is set before it runs (at the start too, so a resumed run goes on with the
+    same schedule); the learned std may sit below it. Logs the cap as `charts/std_cap`."""
+
+    def __init__(self, start: float, final: float, iterations: int) -> None:
+        self.start, self.final, self.iterations = start, final, iterations
+
+    def cap(self, iteration: int) -> float:
+        return self.start * (self.final / self.start) ** min(1.0, iteration / self.iterations)
+
+    def on_start(self, trainer: Trainer) -> None:
+        trainer.policy.cap_std(self.cap(trainer.iteration))
+
+    def after_iteration(self, trainer: Trainer, record: IterationRecord) -> None:
+        record.scalars["charts/std_cap"] = self.cap(record.iteration - 1)  # the cap this iteration ran under
+        trainer.policy.cap_std(self.cap(record.iteration))
+
+
 def default_hooks(cfg: TrainConfig) -> list[Hook]:
     """The hooks every run has, in the order they run."""
+    anneal = cfg.algo.std_anneal
     return [
         Budget(cfg.time_limit_min, cfg.max_env_steps),
+        *([StdAnneal(cfg.policy.init_std, anneal.final, anneal.iterations)] if anneal.final is not None else []),
         Evaluation(cfg.eval_every, cfg.target_success, cfg.eval_at_start),
         Checkpoints(cfg.checkpoint_every),
         *([TensorBoard()] if "tensorboard" in cfg.loggers else []),

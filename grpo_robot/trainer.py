@@ -17,6 +17,7 @@ Metric names (TensorBoard, x-axis = env steps):
   charts/  train_success, eval_success, eval_success_low, eval_success_high, mixed_groups,
            mean_abs_advantage, failed_worlds, env_steps_per_s, learning_rate; with dynamic sampling also
            groups_drawn, groups_kept, drawn_success (train_success is then over kept groups);
+           with algo.std_anneal also std_cap;
            with a critic (algo=ppo) also explained_variance
   losses/  policy_loss, clip_fraction, approx_kl, kl_ref, entropy, grad_norm, skipped_fraction
            (optimizer steps skipped for a non-finite loss or gradient); with a critic value_loss

@@ -143,9 +143,9 @@ def load_space(path: str | Path) -> Space:
         if "choices" in spec:
             if not isinstance(spec["choices"], list) or not spec["choices"]:
                 raise ValueError(f"{path}: params.{key}.choices must be a non-empty list, got {spec['choices']!r}")
-            if not all(isinstance(c, (bool, int, float, str)) for c in spec["choices"]):
-                raise ValueError(f"{path}: params.{key}.choices must be numbers or strings (a list as a string, "
-                                 f"e.g. '[128,128]'), got {spec['choices']!r}")  # fmt: skip
+            if not all(c is None or isinstance(c, (bool, int, float, str)) for c in spec["choices"]):
+                raise ValueError(f"{path}: params.{key}.choices must be numbers, strings or null (a list as a "
+                                 f"string, e.g. '[128,128]'), got {spec['choices']!r}")  # fmt: skip
             params.append(Param(key, choices=tuple(spec["choices"]), when=when))
             continue
         low, high = spec.get("low"), spec.get("high")

@@ -23,6 +23,7 @@ from grpo_robot.config.schema import (
     RenderConfig,
     RolloutConfig,
     StartReplayConfig,
+    StdAnnealConfig,
     TrainConfig,
     WandbConfig,
     env_name,
@@ -56,7 +57,7 @@ from grpo_robot.config.validate import (
 __all__ = [
     "AlgoConfig", "BCConfig", "ClipConfig", "CollectDemosConfig", "ConfigError", "CriticConfig", "DemoConfig",
     "DynamicSamplingConfig", "EnvConfig", "EvalConfig", "KLConfig", "PolicyConfig", "PretrainConfig", "RayConfig",
-    "RenderConfig", "RolloutConfig", "StartReplayConfig", "WandbConfig",
+    "RenderConfig", "RolloutConfig", "StartReplayConfig", "StdAnnealConfig", "WandbConfig",
     "RENAMED_KEYS", "TrainConfig", "check_values", "config_dict", "env_config", "env_config_dict", "env_name",
     "env_source", "migrate", "policy_kwargs", "register_configs", "renamed_key_error", "to_train_config", "validate",
     "validate_bc", "validate_collect", "validate_demos", "validate_device", "validate_env", "validate_eval",

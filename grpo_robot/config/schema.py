@@ -167,6 +167,16 @@ class StartReplayConfig:
 
 
 @dataclass
+class StdAnnealConfig:
+    """A falling cap on the Gaussian's exploration std (grpo_robot/hooks.py, `StdAnneal`): from
+    policy.init_std it falls geometrically to `final` over `iterations` iterations, then stays; the
+    learned std may sit below it. Only for a Gaussian policy with a state-independent std."""
+
+    final: float | None = None  # the cap's last value; null = off (the std is only bounded by policy.max_std)
+    iterations: int = 100  # iterations over which the cap falls from policy.init_std to `final`
+
+
+@dataclass
 class CriticConfig:
     """PPO's learned value function (advantage=gae) and the reward it learns; the GRPO family has no critic."""
 
@@ -219,6 +229,7 @@ class AlgoConfig:
     kl: KLConfig = field(default_factory=KLConfig)
     dynamic_sampling: DynamicSamplingConfig = field(default_factory=DynamicSamplingConfig)
     start_replay: StartReplayConfig = field(default_factory=StartReplayConfig)
+    std_anneal: StdAnnealConfig = field(default_factory=StdAnnealConfig)
     critic: CriticConfig = field(default_factory=CriticConfig)
 
 

@@ -40,6 +40,7 @@ from grpo_robot.config.schema import (
     RenderConfig,
     RolloutConfig,
     StartReplayConfig,
+    StdAnnealConfig,
     TrainConfig,
     env_source,
 )
@@ -143,6 +144,8 @@ RANGES: dict[tuple[type, str], Range] = {
     ),  # fmt: skip
     (StartReplayConfig, "fraction"): Range(0, 1, why="a share of algo.groups_per_iter; 0 is off"),
     (StartReplayConfig, "max_replays"): Range(1, 1000, guard=True, why="times one start is replayed"),
+    (StdAnnealConfig, "final"): Range(0, 10, low_open=True, why="a std on actions that live in [-1, 1]", null="off"),
+    (StdAnnealConfig, "iterations"): Range(1, 1000000, guard=True, why="iterations over which the cap falls"),
     (CriticConfig, "gamma"): Range(0, 1, low_open=True),
     (CriticConfig, "gae_lambda"): Range(0, 1),
     (CriticConfig, "vf_coef"): Range(0, 1000, low_open=True),
@@ -302,8 +305,8 @@ def _typed(cfg: Any, cls: type, prefix: str = "") -> Any:
 
 
 _CONFIG_CLASSES = (EnvConfig, PolicyConfig, ClipConfig, KLConfig, DynamicSamplingConfig, StartReplayConfig,
-                   CriticConfig, AlgoConfig, DemoConfig, BCConfig, TrainConfig, EvalConfig, CollectDemosConfig,
-                   PretrainConfig)  # fmt: skip
+                   StdAnnealConfig, CriticConfig, AlgoConfig, DemoConfig, BCConfig, TrainConfig, EvalConfig,
+                   CollectDemosConfig, PretrainConfig)  # fmt: skip
 
 
 # -- training ----------------------------------------------------------------------------------
@@ -343,6 +346,17 @@ def validate(cfg: TrainConfig) -> None:
     if algo.lr_schedule == "adaptive":
         _check(lr_range[0] <= algo.lr <= lr_range[1], "algo.lr", algo.lr,
                f"must lie in algo.lr_range {lr_range} with lr_schedule=adaptive (it is the starting rate)")  # fmt: skip
+    anneal = algo.std_anneal
+    if anneal.final is not None:
+        pol = cfg.policy
+        has = f"policy.type={pol.type}" + (" with state_dependent_std=true" if pol.type == "gaussian" else "")
+        _check(pol.type == "gaussian" and not pol.state_dependent_std, "algo.std_anneal.final", anneal.final,
+               f"caps a Gaussian's free std; {has} has none: set it to null")  # fmt: skip
+        _check(anneal.final < pol.init_std, "algo.std_anneal.final", anneal.final,
+               f"must be below policy.init_std={pol.init_std:g}, where the cap starts, or null (off)")  # fmt: skip
+        if pol.min_std is not None:
+            _check(anneal.final >= pol.min_std, "algo.std_anneal.final", anneal.final,
+                   f"must be at least policy.min_std={pol.min_std:g}, the std's floor, or null (off)")  # fmt: skip
     lo_hi = list(sampling.keep_range)
     _check(len(lo_hi) == 2 and 0 <= lo_hi[0] < lo_hi[1] <= 1, "algo.dynamic_sampling.keep_range", lo_hi,
            "must be [low, high] with 0 <= low < high <= 1")  # fmt: skip

@@ -61,6 +61,7 @@ class GaussianPolicy(Policy):
         self.mean_head = mlp([hidden_sizes[-1], action_dim], activation, out_scale=0.01)
         init_log_std = math.log(init_std)
         self.log_std_max = LOG_STD_MAX if max_std is None else min(LOG_STD_MAX, math.log(max_std))
+        self.log_std_bound = self.log_std_max  # the upper bound it was built with; `cap_std` lowers log_std_max
         self.log_std_min = LOG_STD_MIN if min_std is None else max(LOG_STD_MIN, math.log(min_std))
         if state_dependent_std:
             self.log_std_head = mlp([hidden_sizes[-1], action_dim], activation, out_scale=0.01)
@@ -96,6 +97,15 @@ class GaussianPolicy(Policy):
 
     def std_parameters(self):
         return list(self.log_std_head.parameters()) if self.state_dependent_std else [self.log_std]
+
+    @torch.no_grad()
+    def cap_std(self, max_std: float) -> None:
+        """Bound the free std by `max_std` from now on (never above the bound the policy was built
+        with), the std moved under it at once (`algo.std_anneal`, grpo_robot/hooks.py)."""
+        if self.state_dependent_std:
+            raise ValueError("cap_std bounds a free std; this policy's std comes from a head (state_dependent_std)")
+        self.log_std_max = max(self.log_std_min, min(self.log_std_bound, math.log(max_std)))
+        self.log_std.clamp_(self.log_std_min, self.log_std_max)
 
     @torch.no_grad()
     def after_step(self):
