@@ -222,6 +222,15 @@ def test_the_shipped_search_spaces_load():
         assert space.params and space.target in (0.9, 0.95) and 3 not in space.seeds  # 3-7 are for confirming
 
 
+def test_a_null_choice_turns_an_option_off_and_its_conditional_param_with_it():
+    space = tune.load_space(ROOT / "conf" / "tune" / "push_cube_bc.yaml")
+    assert tune.parse_enqueue(space, ["algo.std_anneal.final=null"]) == {"algo.std_anneal.final": None}
+    config = space.trial_config({"algo.std_anneal.final": None}, seed=0)  # composed and typed as off
+    assert config.algo.std_anneal.final is None
+    with pytest.raises(ValueError, match=r"std_anneal.iterations is searched only when algo.std_anneal.final in"):
+        tune.parse_enqueue(space, ["algo.std_anneal.final=null", "algo.std_anneal.iterations=100"])
+
+
 def test_a_run_ended_by_a_signal_is_not_scored_and_stops_the_search(tmp_path, monkeypatch):
     """An interrupted run is no measurement: the trial is left failed, nothing is appended to
     runs.jsonl, the command says so in one line, and running it again goes on with a new trial."""
