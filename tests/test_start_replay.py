@@ -3,12 +3,11 @@ takes from it, that a replayed group starts where its seed started, and that a r
 replays what an uninterrupted one does."""
 
 import math
-from dataclasses import replace
 
 import numpy as np
 import pytest
 import torch
-from test_train import params, small_config
+from test_train import params, resumed_after_crash, small_config
 
 from grpo_robot.batched import BatchedEnv
 from grpo_robot.config import AlgoConfig, ConfigError, StartReplayConfig, validate
@@ -98,15 +97,7 @@ def test_a_resumed_run_replays_what_an_uninterrupted_one_does(tmp_path):
     # the buffer fills and is drawn from; iteration 3, the first after the interruption below, draws
     # from what iteration 2 left in it
     assert seen[0][0] == 0 and seen[1][1] > 0 and seen[2][0] > 0, seen
-
-    class CrashAfterSecondIteration(Hook):
-        def after_iteration(self, trainer, record):
-            if record.iteration == 2:  # after the default hooks saved its checkpoint
-                raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        Trainer(cfg, tmp_path / "first", hooks=[CrashAfterSecondIteration()]).run()
-    resumed = Trainer(replace(cfg, resume=str(tmp_path / "first")), tmp_path / "second")
+    resumed = resumed_after_crash(cfg, tmp_path, 2)
     assert resumed.sampler.replay.starts  # the buffer came back with the checkpoint
     resumed.run()
     assert resumed.env_steps == straight.env_steps

@@ -3,11 +3,10 @@ the Gaussian's std under it (and logs it), that a resumed run goes on with the s
 that settings it cannot apply to are refused before any work."""
 
 import math
-from dataclasses import replace
 
 import pytest
 import torch
-from test_train import params, small_config
+from test_train import params, resumed_after_crash, small_config
 
 from grpo_robot.config import AlgoConfig, ConfigError, PolicyConfig, StdAnnealConfig, validate
 from grpo_robot.hooks import Hook, StdAnneal
@@ -62,15 +61,7 @@ def test_a_resumed_run_goes_on_with_the_same_schedule(tmp_path):
     cfg = anneal_config(iterations=4, checkpoint_every=1)
     straight = Trainer(cfg, tmp_path / "straight")
     straight.run()
-
-    class CrashAfterFirstIteration(Hook):
-        def after_iteration(self, trainer, record):
-            if record.iteration == 1:  # after the default hooks saved its checkpoint
-                raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        Trainer(cfg, tmp_path / "first", hooks=[CrashAfterFirstIteration()]).run()
-    resumed = Trainer(replace(cfg, resume=str(tmp_path / "first")), tmp_path / "second")
+    resumed = resumed_after_crash(cfg, tmp_path, 1)
     resumed.run()
     a, b = params(straight), params(resumed)
     assert resumed.env_steps == straight.env_steps and all(torch.equal(a[k], b[k]) for k in a)

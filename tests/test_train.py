@@ -40,6 +40,24 @@ def params(trainer: Trainer) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in trainer.policy.state_dict().items()}
 
 
+class CrashAfter(Hook):
+    """Interrupts a run after `iteration`, once the default hooks have saved its checkpoint."""
+
+    def __init__(self, iteration: int) -> None:
+        self.iteration = iteration
+
+    def after_iteration(self, trainer, record):
+        if record.iteration == self.iteration:
+            raise KeyboardInterrupt
+
+
+def resumed_after_crash(cfg: TrainConfig, tmp_path: Path, iteration: int) -> Trainer:
+    """A run of `cfg` (`checkpoint_every=1`) interrupted after `iteration`, then a trainer resuming it."""
+    with pytest.raises(KeyboardInterrupt):
+        Trainer(cfg, tmp_path / "first", hooks=[CrashAfter(iteration)]).run()
+    return Trainer(replace(cfg, resume=str(tmp_path / "first")), tmp_path / "second")
+
+
 def test_short_training_run_beats_initial_policy(tmp_path):
     cfg = small_config(iterations=20, eval_seeds=100, algo=AlgoConfig(group_size=8, groups_per_iter=32, lr=1e-3))
     trainer = Trainer(cfg, tmp_path)
@@ -129,12 +147,7 @@ def test_resume_matches_uninterrupted_run(tmp_path, schedule):
     straight = Trainer(cfg, tmp_path / "straight")
     straight.run()
 
-    class CrashAfterSecondIteration(Hook):
-        def after_iteration(self, trainer, record):
-            if record.iteration == 2:  # after the default hooks saved its checkpoint
-                raise KeyboardInterrupt
-
-    interrupted = Trainer(cfg, tmp_path / "first", hooks=[CrashAfterSecondIteration()])
+    interrupted = Trainer(cfg, tmp_path / "first", hooks=[CrashAfter(2)])
     interrupted.pretrained = {"source": "clone.pt", "demo_episodes": 3}  # as a pretraining stage records it
     with pytest.raises(KeyboardInterrupt):
         interrupted.run()
