@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import scene
-from .task import Task, move_towards, sample_apart
+from .task import Task, move_towards, nearer, sample_apart
 
 PUSH_STANDOFF = 0.05  # m, hand centre behind the cube centre before a push
 TRAVEL_Z = 0.075  # m, grip height for moving around the cube
@@ -33,10 +33,13 @@ class PushCube(Task):
     """
     )
 
-    def place(self, rng, data):
+    easier_starts = True  # the goal nearer the cube, at least 2 cm beyond the tolerance
+
+    def place(self, rng, data, difficulty=1.0):
         cube = rng.uniform(-0.1, 0.1, size=2)
         self.put_cube(data, cube)
-        data.mocap_pos[0] = (*sample_apart(rng, -0.15, 0.15, cube, 0.08), scene.CUBE_HALF)
+        goal = nearer(sample_apart(rng, -0.15, 0.15, cube, 0.08), cube, difficulty, self.tolerance + 0.02)
+        data.mocap_pos[0] = (*goal, scene.CUBE_HALF)
 
     def success(self, obs):
         return self.planar_distance(obs, "goal_pos", "cube_pos") < self.tolerance

@@ -32,6 +32,9 @@ class Task:
     # built-in tasks peak at 1.4 m/s and 41 rad/s (a flicked cube spinning), so 500 never fires on
     # real motion; it catches runaways before MuJoCo's own 1e10 bound does.
     blowup_qvel: ClassVar[float] = 500.0
+    # Whether `place` takes a difficulty below 1: easier starts for a start curriculum
+    # (`algo.curriculum`), drawn from the same seed with the same draws, only nearer the goal.
+    easier_starts: ClassVar[bool] = False
 
     def __init__(self) -> None:
         self.model = mujoco.MjModel.from_xml_string(scene.build_xml(self.name, self.bodies, self.sensors))
@@ -65,11 +68,15 @@ class Task:
         """One named sensor out of observations `obs: [..., obs_dim]` -> `[..., dim]`."""
         return obs[..., self.obs_slices[name]]
 
-    def initial_condition(self, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def initial_condition(self, seed: int, difficulty: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The start drawn from `seed`: (state [nstate], mocap_pos [nmocap*3], obs [obs_dim]).
 
-        Depends on `seed` alone, never on earlier calls.
+        Depends on `seed` (and `difficulty`) alone, never on earlier calls. `difficulty` in (0, 1]
+        makes the start easier below 1 (tasks with `easier_starts`); at 1 it is the task's own.
         """
+        if not 0.0 < difficulty <= 1.0 or (difficulty < 1.0 and not self.easier_starts):
+            allowed = "(0, 1]" if self.easier_starts else f"1 ({self.name} has no easier starts)"
+            raise ValueError(f"difficulty must be {allowed}, got {difficulty!r}")
         rng = np.random.default_rng(seed)
         m, d = self.model, self._data
         mujoco.mj_resetData(m, d)
@@ -77,7 +84,10 @@ class Task:
         d.qpos[self._hand_qpos] = hand
         d.act[:3] = hand  # the position targets start where the hand is
         d.qpos[self._finger_qpos] = scene.FINGER_OPEN
-        self.place(rng, d)
+        if difficulty < 1.0:
+            self.place(rng, d, difficulty)
+        else:
+            self.place(rng, d)
         if self._kinematic_reset:
             for stage in (mujoco.mj_kinematics, mujoco.mj_comPos, mujoco.mj_sensorPos, mujoco.mj_comVel,
                           mujoco.mj_sensorVel):  # fmt: skip
@@ -90,7 +100,8 @@ class Task:
 
     # -- task-specific --------------------------------------------------------------------------
     def place(self, rng: np.random.Generator, data: mujoco.MjData) -> None:
-        """Place objects and goals in `data` (qpos, mocap_pos) using `rng` only."""
+        """Place objects and goals in `data` (qpos, mocap_pos) using `rng` only. A task with
+        `easier_starts` also takes `difficulty` in (0, 1) as a third argument."""
         raise NotImplementedError
 
     def success(self, obs: np.ndarray) -> np.ndarray:
@@ -123,6 +134,16 @@ class Task:
 def move_towards(grip: np.ndarray, target: np.ndarray, gain: float = 12.0) -> np.ndarray:
     """Hand velocity command towards `target`, saturating at full speed: `[B, 3]` -> `[B, 3]`."""
     return np.clip(gain * (target - grip), -1.0, 1.0)
+
+
+def nearer(goal: np.ndarray, to: np.ndarray, difficulty: float, nearest: float) -> np.ndarray:
+    """`goal` (xy) moved along the line towards `to` to `difficulty` x its distance, but never
+    nearer than `nearest` (m); `goal` itself at difficulty 1, so the task's own starts are unchanged."""
+    if difficulty >= 1.0:
+        return goal
+    offset = goal - to
+    distance = float(np.linalg.norm(offset))
+    return to + offset * (max(nearest, difficulty * distance) / distance)
 
 
 def sample_apart(rng: np.random.Generator, low: float, high: float, other: np.ndarray, min_dist: float):

@@ -108,6 +108,9 @@ class BatchedEnv:
         self.mocap_pos = np.zeros((B, 3 * m.nmocap))
         self.sensordata = np.zeros((B, m.nsensordata))
         self.seeds = np.zeros(B, dtype=np.int64)
+        # of the starts `reset` draws: below 1 easier ones (`Task.easier_starts`, a start curriculum's
+        # `algo.curriculum`); 1 = the task's own
+        self.difficulty = 1.0
         self.steps = np.zeros(B, dtype=np.int64)  # control steps taken since reset
         self.success = np.zeros(B, dtype=bool)  # success predicate at the last step
         self.terminated = np.zeros(B, dtype=bool)
@@ -209,7 +212,7 @@ class BatchedEnv:
         """
         seeds = check_seeds(seeds, self.num_worlds)
         unique, inverse = np.unique(seeds, return_inverse=True)
-        starts = [self.task.initial_condition(int(s)) for s in unique]
+        starts = [self.task.initial_condition(int(s), self.difficulty) for s in unique]
         self.state[:] = np.stack([s[0] for s in starts])[inverse]
         self.mocap_pos[:] = np.stack([s[1] for s in starts])[inverse]
         self.sensordata[:] = np.stack([s[2] for s in starts])[inverse]
