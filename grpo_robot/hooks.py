@@ -1,5 +1,5 @@
 """Everything around the training loop, as hooks: budgets, the exploration std's falling cap
-(`algo.std_anneal`), the evaluation schedule (with the best checkpoint and target stopping),
+(`algo.std_anneal`), the start curriculum (`algo.curriculum`), the evaluation schedule (with the best checkpoint and target stopping),
 periodic checkpoints, the loggers (TensorBoard, Weights & Biases) and the progress bar.
 
 A hook subclasses `Hook` and overrides what it needs; `Trainer(..., hooks=[...])` appends it to
@@ -13,6 +13,10 @@ the defaults (`default_hooks`), which run in list order:
     on_video(trainer, clip, step)  every filmed evaluation (`video_every`): a `video.Clip`
     on_end(trainer, summary)       once, with the run's summary (before summary.json is written)
     close()                        always, last, also when training raised
+
+A hook that carries state from one iteration to the next returns it from `state_dict()`; the
+trainer writes it into every checkpoint (keyed by the hook's class name) and hands it back through
+`load_state_dict` when the run resumes, so a resumed run goes on as an uninterrupted one would.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from grpo_robot.checkpoint import WriteError
-from grpo_robot.config import TrainConfig
+from grpo_robot.config import ConfigError, TrainConfig
 from grpo_robot.evaluation import EvalResult
 
 if TYPE_CHECKING:
@@ -61,6 +65,13 @@ class Hook:
 
     def close(self) -> None:
         """Release what the hook holds (files, the console); runs even when training raised."""
+
+    def state_dict(self) -> dict[str, Any] | None:
+        """What a resumed run needs to go on as this one would; None: nothing."""
+        return None
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        pass
 
 
 def eval_scalars(result: EvalResult) -> dict[str, float]:
@@ -330,12 +341,45 @@ class StdAnneal(Hook):
         trainer.policy.cap_std(self.cap(record.iteration))
 
 
+class StartCurriculum(Hook):
+    """`algo.curriculum`: training starts are drawn at a difficulty below the task's own (for
+    PushCube, the goal nearer the cube) and made harder by `step` after every iteration whose
+    training success reaches `threshold`, up to 1: the task as evaluated. From random weights an
+    outcome-only reward teaches nothing until some rollout succeeds by chance; near goals bring
+    those successes early, and what the policy learns there carries over as the goals move out.
+    Evaluation always runs the task's own starts. Logs `charts/difficulty`, the difficulty each
+    iteration ran at; the current one is part of the checkpoint."""
+
+    def __init__(self, start: float, step: float, threshold: float) -> None:
+        self.difficulty, self.step, self.threshold = start, step, threshold
+
+    def on_start(self, trainer: Trainer) -> None:
+        if not hasattr(trainer.env, "difficulty"):
+            raise ConfigError(f"algo.curriculum.start={self.difficulty:g} is invalid: the training env "
+                              f"({type(trainer.env).__name__}) has no easier starts; null = off")  # fmt: skip
+        trainer.env.difficulty = self.difficulty
+
+    def after_iteration(self, trainer: Trainer, record: IterationRecord) -> None:
+        record.scalars["charts/difficulty"] = self.difficulty
+        if self.difficulty < 1.0 and record.scalars["charts/train_success"] >= self.threshold:
+            self.difficulty = min(1.0, round(self.difficulty + self.step, 12))  # lands on 1 exactly
+            trainer.env.difficulty = self.difficulty
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"difficulty": self.difficulty}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.difficulty = float(state["difficulty"])
+
+
 def default_hooks(cfg: TrainConfig) -> list[Hook]:
     """The hooks every run has, in the order they run."""
-    anneal = cfg.algo.std_anneal
+    anneal, curriculum = cfg.algo.std_anneal, cfg.algo.curriculum
     return [
         Budget(cfg.time_limit_min, cfg.max_env_steps),
         *([StdAnneal(cfg.policy.init_std, anneal.final, anneal.iterations)] if anneal.final is not None else []),
+        *([StartCurriculum(curriculum.start, curriculum.step, curriculum.threshold)]
+          if curriculum.start is not None else []),  # fmt: skip
         Evaluation(cfg.eval_every, cfg.target_success, cfg.eval_at_start),
         Checkpoints(cfg.checkpoint_every),
         *([TensorBoard()] if "tensorboard" in cfg.loggers else []),

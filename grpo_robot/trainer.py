@@ -365,6 +365,7 @@ class Trainer:
             "eval": None if self.last_eval is None else self.last_eval.to_json(),
             "seconds": self.seconds_before + self.elapsed(),
             "initial_policy": self.pretrained,
+            "hooks": {type(hook).__name__: state for hook in self.hooks if (state := hook.state_dict()) is not None},
         }
 
     def checkpoint_path(self, name: str = "last") -> Path:
@@ -386,6 +387,10 @@ class Trainer:
             self.critic.value.load_state_dict(ckpt["critic"])
         if self.sampler.replay is not None:  # a checkpoint written before replay existed holds none
             self.sampler.replay.load_state_dict(ckpt.get("start_replay"))
+        hook_states = ckpt.get("hooks") or {}  # checkpoints written before hooks kept state hold none
+        for hook in self.hooks:
+            if type(hook).__name__ in hook_states:
+                hook.load_state_dict(hook_states[type(hook).__name__])
         self.iteration, self.env_steps = int(ckpt["iteration"]), int(ckpt["env_steps"])
         self.best_eval = float(ckpt["best_eval"])
         # a resumed run's summary speaks for the whole run: its time so far, and where its policy came

@@ -308,6 +308,8 @@ MORE_TRAIN = [
     ("algo.dynamic_sampling.max_rounds", 0), ("algo.dynamic_sampling.keep_range", [math.nan, 1.0]),
     ("algo.start_replay.fraction", 1.01), ("algo.start_replay.fraction", -0.5), ("algo.start_replay.max_replays", 0),
     ("algo.std_anneal.final", 0.0), ("algo.std_anneal.final", math.inf), ("algo.std_anneal.iterations", 0),
+    ("algo.curriculum.start", 1.0), ("algo.curriculum.start", -0.2), ("algo.curriculum.step", math.inf),
+    ("algo.curriculum.threshold", 0.0),
     ("algo.critic.gamma", 1.5), ("algo.critic.gamma", math.nan), ("algo.critic.gae_lambda", -0.1),
     ("algo.critic.gae_lambda", 1.5), ("algo.critic.vf_coef", math.inf), ("algo.critic.vf_coef", 1e4),
     ("algo.critic.shaping_coef", 0.0), ("algo.critic.shaping_coef", 1e4), ("demos.noise", -1.0),

@@ -12,6 +12,7 @@ from grpo_robot.config.schema import (
     ClipConfig,
     CollectDemosConfig,
     CriticConfig,
+    CurriculumConfig,
     DemoConfig,
     DynamicSamplingConfig,
     EnvConfig,
@@ -55,7 +56,8 @@ from grpo_robot.config.validate import (
 )
 
 __all__ = [
-    "AlgoConfig", "BCConfig", "ClipConfig", "CollectDemosConfig", "ConfigError", "CriticConfig", "DemoConfig",
+    "AlgoConfig", "BCConfig", "ClipConfig", "CollectDemosConfig", "ConfigError", "CriticConfig", "CurriculumConfig",
+    "DemoConfig",
     "DynamicSamplingConfig", "EnvConfig", "EvalConfig", "KLConfig", "PolicyConfig", "PretrainConfig", "RayConfig",
     "RenderConfig", "RolloutConfig", "StartReplayConfig", "StdAnnealConfig", "WandbConfig",
     "RENAMED_KEYS", "TrainConfig", "check_values", "config_dict", "env_config", "env_config_dict", "env_name",

@@ -177,6 +177,18 @@ class StdAnnealConfig:
 
 
 @dataclass
+class CurriculumConfig:
+    """A start curriculum (grpo_robot/hooks.py, `StartCurriculum`): training starts are drawn at a
+    difficulty below the task's own, raised by `step` after every iteration whose training success
+    reaches `threshold`, up to 1 (the task as evaluated). For built-in tasks with easier starts
+    (PushCube: the goal nearer the cube, at least 5 cm from it)."""
+
+    start: float | None = None  # the first difficulty, in (0, 1); null = off (the task's own starts)
+    step: float = 0.05  # added to the difficulty after each iteration at or above `threshold`
+    threshold: float = 0.4  # an iteration's training success that makes the next one harder
+
+
+@dataclass
 class CriticConfig:
     """PPO's learned value function (advantage=gae) and the reward it learns; the GRPO family has no critic."""
 
@@ -230,6 +242,7 @@ class AlgoConfig:
     dynamic_sampling: DynamicSamplingConfig = field(default_factory=DynamicSamplingConfig)
     start_replay: StartReplayConfig = field(default_factory=StartReplayConfig)
     std_anneal: StdAnnealConfig = field(default_factory=StdAnnealConfig)
+    curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
     critic: CriticConfig = field(default_factory=CriticConfig)
 
 

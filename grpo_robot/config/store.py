@@ -81,11 +81,23 @@ class TrainSchema(TrainConfig):
 def register_configs() -> None:
     """Store the schemas in Hydra's ConfigStore, once per process (storing converts each dataclass,
     about 70 ms, which every composition used to pay)."""
+    if not OmegaConf.has_resolver("easier_starts"):
+        OmegaConf.register_new_resolver("easier_starts", easier_starts)
     cs = ConfigStore.instance()
     cs.store(name="train_schema", node=TrainSchema)
     cs.store(name="eval_schema", node=EvalConfig)
     cs.store(name="collect_demos_schema", node=CollectDemosConfig)
     cs.store(name="pretrain_schema", node=PretrainConfig)
+
+
+def easier_starts(task: str | None, value: float) -> float | None:
+    """`${easier_starts:${env.task},V}` in a config: V where env.task names a built-in task with
+    easier starts, else null. A preset can then turn the start curriculum (`algo.curriculum.start`)
+    on for its own task and leave it off when the command line swaps in another env."""
+    from grpo_robot.envs import TASKS
+
+    found = TASKS.get(task) if task else None
+    return value if found is not None and found.easier_starts else None
 
 
 def env_config(node: Any) -> EnvConfig:

@@ -30,6 +30,7 @@ from grpo_robot.config.schema import (
     ClipConfig,
     CollectDemosConfig,
     CriticConfig,
+    CurriculumConfig,
     DemoConfig,
     DynamicSamplingConfig,
     EnvConfig,
@@ -146,6 +147,10 @@ RANGES: dict[tuple[type, str], Range] = {
     (StartReplayConfig, "max_replays"): Range(1, 1000, guard=True, why="times one start is replayed"),
     (StdAnnealConfig, "final"): Range(0, 10, low_open=True, why="a std on actions that live in [-1, 1]", null="off"),
     (StdAnnealConfig, "iterations"): Range(1, 1000000, guard=True, why="iterations over which the cap falls"),
+    (CurriculumConfig, "start"): Range(0, 1, low_open=True, high_open=True, why="1 is the task's own starts",
+                                       null="off"),  # fmt: skip
+    (CurriculumConfig, "step"): Range(0, 1, low_open=True, why="added to a difficulty in (0, 1]"),
+    (CurriculumConfig, "threshold"): Range(0, 1, low_open=True, why="a training success rate"),
     (CriticConfig, "gamma"): Range(0, 1, low_open=True),
     (CriticConfig, "gae_lambda"): Range(0, 1),
     (CriticConfig, "vf_coef"): Range(0, 1000, low_open=True),
@@ -305,11 +310,24 @@ def _typed(cfg: Any, cls: type, prefix: str = "") -> Any:
 
 
 _CONFIG_CLASSES = (EnvConfig, PolicyConfig, ClipConfig, KLConfig, DynamicSamplingConfig, StartReplayConfig,
-                   StdAnnealConfig, CriticConfig, AlgoConfig, DemoConfig, BCConfig, TrainConfig, EvalConfig,
+                   StdAnnealConfig, CurriculumConfig, CriticConfig, AlgoConfig, DemoConfig, BCConfig, TrainConfig, EvalConfig,
                    CollectDemosConfig, PretrainConfig)  # fmt: skip
 
 
 # -- training ----------------------------------------------------------------------------------
+
+
+def check_curriculum(cfg: TrainConfig) -> None:
+    """`algo.curriculum` needs a built-in task with easier starts, stepped in this process."""
+    from grpo_robot.envs import TASKS
+
+    start = cfg.algo.curriculum.start
+    easier = sorted(name for name, task in TASKS.items() if task.easier_starts)
+    _check(bool(cfg.env.task) and getattr(TASKS.get(cfg.env.task), "easier_starts", False),
+           "algo.curriculum.start", start, f"needs a built-in task with easier starts ({', '.join(easier)}); "
+           f"{env_source(cfg.env)} has none: set it to null")  # fmt: skip
+    _check(cfg.rollout.backend != "ray", "algo.curriculum.start", start,
+           "needs rollout.backend=local: the Ray workers draw the task's own starts")  # fmt: skip
 
 
 def validate(cfg: TrainConfig) -> None:
@@ -357,6 +375,8 @@ def validate(cfg: TrainConfig) -> None:
         if pol.min_std is not None:
             _check(anneal.final >= pol.min_std, "algo.std_anneal.final", anneal.final,
                    f"must be at least policy.min_std={pol.min_std:g}, the std's floor, or null (off)")  # fmt: skip
+    if algo.curriculum.start is not None:
+        check_curriculum(cfg)
     lo_hi = list(sampling.keep_range)
     _check(len(lo_hi) == 2 and 0 <= lo_hi[0] < lo_hi[1] <= 1, "algo.dynamic_sampling.keep_range", lo_hi,
            "must be [low, high] with 0 <= low < high <= 1")  # fmt: skip
