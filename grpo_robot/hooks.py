@@ -1,6 +1,7 @@
 """Everything around the training loop, as hooks: budgets, the exploration std's falling cap
-(`algo.std_anneal`), the start curriculum (`algo.curriculum`), the evaluation schedule (with the best checkpoint and target stopping),
-periodic checkpoints, the loggers (TensorBoard, Weights & Biases) and the progress bar.
+(`algo.std_anneal`), the start curriculum (`algo.curriculum`), the evaluation schedule (with the
+best checkpoint and target stopping), periodic checkpoints, the loggers (TensorBoard, Weights &
+Biases) and the progress bar.
 
 A hook subclasses `Hook` and overrides what it needs; `Trainer(..., hooks=[...])` appends it to
 the defaults (`default_hooks`), which run in list order:
@@ -347,7 +348,8 @@ class StartCurriculum(Hook):
     training success reaches `threshold`, up to 1: the task as evaluated. From random weights an
     outcome-only reward teaches nothing until some rollout succeeds by chance; near goals bring
     those successes early, and what the policy learns there carries over as the goals move out.
-    Evaluation always runs the task's own starts. Logs `charts/difficulty`, the difficulty each
+    The sampler resets its draws at the difficulty (the Ray workers too); evaluation always runs
+    the task's own starts. Logs `charts/difficulty`, the difficulty each
     iteration ran at; the current one is part of the checkpoint."""
 
     def __init__(self, start: float, step: float, threshold: float) -> None:
@@ -357,13 +359,13 @@ class StartCurriculum(Hook):
         if not hasattr(trainer.env, "difficulty"):
             raise ConfigError(f"algo.curriculum.start={self.difficulty:g} is invalid: the training env "
                               f"({type(trainer.env).__name__}) has no easier starts; null = off")  # fmt: skip
-        trainer.env.difficulty = self.difficulty
+        trainer.sampler.difficulty = self.difficulty
 
     def after_iteration(self, trainer: Trainer, record: IterationRecord) -> None:
         record.scalars["charts/difficulty"] = self.difficulty
         if self.difficulty < 1.0 and record.scalars["charts/train_success"] >= self.threshold:
             self.difficulty = min(1.0, round(self.difficulty + self.step, 12))  # lands on 1 exactly
-            trainer.env.difficulty = self.difficulty
+            trainer.sampler.difficulty = self.difficulty
 
     def state_dict(self) -> dict[str, Any]:
         return {"difficulty": self.difficulty}

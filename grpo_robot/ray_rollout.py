@@ -75,11 +75,13 @@ class RolloutWorker:
         return ray.get_runtime_context().get_node_id()
 
     def collect(self, weights: dict[str, torch.Tensor], run_seed: int, it: int, round_: int, seeds: np.ndarray,
-                start: int, total: int, noise_correlation: float = 0.0,
-                max_steps: int | None = None) -> tuple[Batch, float]:  # fmt: skip
+                start: int, total: int, noise_correlation: float = 0.0, max_steps: int | None = None,
+                difficulty: float = 1.0) -> tuple[Batch, float]:  # fmt: skip
         """Worlds `start:start + len(seeds)` of the draw -> (their batch, seconds it took)."""
         t0 = time.perf_counter()
         self.policy.load_state_dict(weights)
+        if hasattr(self.env, "difficulty"):  # the learner's start curriculum (algo.curriculum)
+            self.env.difficulty = difficulty
         source = exploration(iteration_generator(run_seed, it, "cpu", round_=round_), noise_correlation)
         rows = WorldRows(source, start, start + len(seeds), total)
         if self.exact_split is None:  # the first draw: keep the split only where it is exact
@@ -177,7 +179,7 @@ class RaySampler(GroupSampler):
         def submit(k: int):
             a, b = self.slices[k]
             return self.workers[k].collect.remote(weights, self.run_seed, it, round_, seeds[a:b], a, self.total,
-                                                  self.noise_correlation, self.max_steps)
+                                                  self.noise_correlation, self.max_steps, self.difficulty)
 
         t0 = time.perf_counter()
         pending = {submit(k): (k, time.perf_counter()) for k in range(len(self.workers))}

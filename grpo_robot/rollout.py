@@ -273,6 +273,9 @@ class GroupSampler:
         self.split, self.policy_threads = split, policy_threads
         self._settings: tuple[int, int | None] | None = None  # exact_settings, from the first draw
         self.last_groups: np.ndarray | None = None  # [n_groups] seeds of the last draw
+        # of the starts each draw resets to (algo.curriculum, set by its hook): below 1 the env's easier
+        # starts (`BatchedEnv.difficulty`); 1 = the task's own
+        self.difficulty = 1.0
 
     def draw(self, policy: Policy, it: int, round_: int = 0) -> Batch:
         """All `n_groups` groups of iteration `it` (and sampling round), kept or not."""
@@ -284,6 +287,8 @@ class GroupSampler:
             split = self.split if hasattr(self.env, "step_async") else 1
             self._settings = exact_settings(policy, len(seeds), split, self.policy_threads, self.device)
         split, threads = self._settings
+        if hasattr(self.env, "difficulty"):
+            self.env.difficulty = self.difficulty
         with torch_threads(threads):
             batch = collect(self.env, policy, seeds, self.device, generator, False, self.final_step_outcome, split,
                             self.max_steps)  # fmt: skip

@@ -13,7 +13,7 @@ import torch
 from test_train import params, resumed_after_crash, small_config
 
 from grpo_robot.batched import BatchedEnv
-from grpo_robot.config import AlgoConfig, ConfigError, CurriculumConfig, EnvConfig, RolloutConfig, validate
+from grpo_robot.config import AlgoConfig, ConfigError, CurriculumConfig, EnvConfig, validate
 from grpo_robot.envs import make_task
 from grpo_robot.hooks import Hook, IterationRecord, StartCurriculum
 from grpo_robot.trainer import Trainer
@@ -65,15 +65,15 @@ def record(success: float, iteration: int = 1) -> IterationRecord:
 
 def test_the_difficulty_rises_by_a_step_on_each_iteration_at_the_threshold_and_stops_at_one():
     hook = StartCurriculum(start=0.8, step=0.07, threshold=0.4)
-    trainer = SimpleNamespace(env=SimpleNamespace(difficulty=1.0))
+    trainer = SimpleNamespace(env=SimpleNamespace(difficulty=1.0), sampler=SimpleNamespace(difficulty=1.0))
     hook.on_start(trainer)
-    assert trainer.env.difficulty == 0.8
+    assert trainer.sampler.difficulty == 0.8  # the sampler resets its draws at it
     logged, env = [], []
     for success in (0.1, 0.39, 0.4, 0.9, 0.2, 0.5, 0.6, 1.0):
         rec = record(success)
         hook.after_iteration(trainer, rec)
         logged.append(rec.scalars["charts/difficulty"])
-        env.append(trainer.env.difficulty)
+        env.append(trainer.sampler.difficulty)
     assert logged == pytest.approx([0.8, 0.8, 0.8, 0.87, 0.94, 0.94, 1.0, 1.0])  # what each iteration ran at
     assert env == pytest.approx([0.8, 0.8, 0.87, 0.94, 0.94, 1.0, 1.0, 1.0])
     assert env[-1] == 1.0  # exactly the task's own starts, not 1 - 1e-16
@@ -125,7 +125,7 @@ def test_a_resumed_run_goes_on_from_the_difficulty_it_had_reached(tmp_path):
     torch.save(ckpt, path)
     again = Trainer(replace(cfg, resume=str(tmp_path / "first")), tmp_path / "third")
     again.hooks[[type(h) for h in again.hooks].index(StartCurriculum)].on_start(again)
-    assert again.env.difficulty == 0.75
+    assert again.sampler.difficulty == 0.75
     again.close()
 
 
@@ -136,7 +136,6 @@ FIELD = r"algo\.curriculum\."
     ({"env": EnvConfig(task="Reach")}, r"start=0\.3 is invalid: needs a built-in task with easier starts "
                                        r"\(PushCube\); env\.task=Reach has none: set it to null"),
     ({"env": EnvConfig(task=None, id="CartPole-v1")}, r"start=0\.3 is invalid: .*env\.id=CartPole-v1 has none"),
-    ({"rollout": RolloutConfig(backend="ray")}, r"start=0\.3 is invalid: needs rollout\.backend=local"),
     ({"curriculum": CurriculumConfig(start=1.0)}, r"start=1\.0 is invalid: must be in \(0, 1\)"),
     ({"curriculum": CurriculumConfig(start=0.0)}, r"start=0\.0 is invalid: must be in \(0, 1\)"),
     ({"curriculum": CurriculumConfig(start=math.nan)}, r"start=nan is invalid"),
@@ -150,3 +149,17 @@ def test_a_setting_it_cannot_apply_is_refused_before_any_work(overrides, message
     with pytest.raises(ConfigError, match=FIELD + message):
         validate(cfg)
 
+
+def test_the_default_job_turns_it_on_for_pushcube_and_off_for_an_env_swapped_in():
+    from grpo_robot.cli import compose_train_config
+
+    default = compose_train_config()
+    assert default.algo.curriculum == CurriculumConfig(start=0.35, step=0.05, threshold=0.4)
+    assert default.target_success == 0.9
+    for env in ("reach", "lift_cube", "place_cube", "fetch_reach"):
+        cfg = compose_train_config(f"env={env}")
+        assert cfg.algo.curriculum.start is None and cfg.target_success is None  # as before the curriculum
+        validate(cfg)
+    cfg = compose_train_config("env=reach", "algo.curriculum.start=0.5")  # asked for by name: refused
+    with pytest.raises(ConfigError, match=FIELD + r"start=0\.5 is invalid: needs a built-in task with easier"):
+        validate(cfg)

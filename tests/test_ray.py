@@ -19,7 +19,7 @@ import torch
 from cli_harness import run_main
 from test_train import small_config
 
-from grpo_robot.config import EnvConfig, RolloutConfig, StartReplayConfig
+from grpo_robot.config import CurriculumConfig, EnvConfig, RolloutConfig, StartReplayConfig
 from grpo_robot.hooks import Hook
 from grpo_robot.seeding import WorldRows, iteration_generator
 from grpo_robot.trainer import Trainer
@@ -90,6 +90,19 @@ def test_ray_gives_the_local_parameters_on_a_built_in_task(local_ray, tmp_path, 
         assert np.array_equal(trainer.sampler.last_groups, local_trainer.sampler.last_groups)
     rates = [seen.logged[f"charts/worker{k}_env_steps_per_s"] for k in range(workers)]  # TensorBoard's scalars
     assert all(rate > 100 for rate in rates) and 0 <= seen.logged["time/worker_wait_s"] < 60
+
+
+def test_ray_workers_reset_at_the_curriculum_difficulty(local_ray, tmp_path):
+    """algo.curriculum: the workers draw the learner's easier starts (the goal's distance is in every
+    observation, so starts drawn at another difficulty would give other parameters)."""
+    cfg = small_config(iterations=2, env=EnvConfig(task="PushCube"))
+    cfg = replace(cfg, algo=replace(cfg.algo, curriculum=CurriculumConfig(start=0.3)))
+    local, *_ = train(on(cfg, "local"), tmp_path / "local")
+    remote, _, trainer = train(on(cfg, "ray", 2), tmp_path / "ray")
+    assert same(local, remote) and trainer.sampler.difficulty == 0.3
+    task_own = replace(cfg, algo=replace(cfg.algo, curriculum=CurriculumConfig()))
+    full, *_ = train(on(task_own, "ray", 2), tmp_path / "full")
+    assert not same(full, remote)
 
 
 def test_ray_gives_the_local_parameters_on_a_gymnasium_env_and_the_tokenized_policy(local_ray, tmp_path):

@@ -81,8 +81,8 @@ class TrainSchema(TrainConfig):
 def register_configs() -> None:
     """Store the schemas in Hydra's ConfigStore, once per process (storing converts each dataclass,
     about 70 ms, which every composition used to pay)."""
-    if not OmegaConf.has_resolver("easier_starts"):
-        OmegaConf.register_new_resolver("easier_starts", easier_starts)
+    if not OmegaConf.has_resolver("for_task"):
+        OmegaConf.register_new_resolver("for_task", for_task)
     cs = ConfigStore.instance()
     cs.store(name="train_schema", node=TrainSchema)
     cs.store(name="eval_schema", node=EvalConfig)
@@ -90,14 +90,11 @@ def register_configs() -> None:
     cs.store(name="pretrain_schema", node=PretrainConfig)
 
 
-def easier_starts(task: str | None, value: float) -> float | None:
-    """`${easier_starts:${env.task},V}` in a config: V where env.task names a built-in task with
-    easier starts, else null. A preset can then turn the start curriculum (`algo.curriculum.start`)
-    on for its own task and leave it off when the command line swaps in another env."""
-    from grpo_robot.envs import TASKS
-
-    found = TASKS.get(task) if task else None
-    return value if found is not None and found.easier_starts else None
+def for_task(name: str, task: str | None, value: Any) -> Any:
+    """`${for_task:PushCube,${env.task},V}` in a preset: V when env.task is `name`, else null. A
+    preset can then keep values meant for its own task (a start curriculum, a target to stop at)
+    from following the command line to another env (`env=lift_cube`, `env=gym ...`)."""
+    return value if task == name else None
 
 
 def env_config(node: Any) -> EnvConfig:

@@ -310,15 +310,15 @@ def _typed(cfg: Any, cls: type, prefix: str = "") -> Any:
 
 
 _CONFIG_CLASSES = (EnvConfig, PolicyConfig, ClipConfig, KLConfig, DynamicSamplingConfig, StartReplayConfig,
-                   StdAnnealConfig, CurriculumConfig, CriticConfig, AlgoConfig, DemoConfig, BCConfig, TrainConfig, EvalConfig,
-                   CollectDemosConfig, PretrainConfig)  # fmt: skip
+                   StdAnnealConfig, CurriculumConfig, CriticConfig, AlgoConfig, DemoConfig, BCConfig, TrainConfig,
+                   EvalConfig, CollectDemosConfig, PretrainConfig)  # fmt: skip
 
 
 # -- training ----------------------------------------------------------------------------------
 
 
 def check_curriculum(cfg: TrainConfig) -> None:
-    """`algo.curriculum` needs a built-in task with easier starts, stepped in this process."""
+    """`algo.curriculum` needs a built-in task with easier starts."""
     from grpo_robot.envs import TASKS
 
     start = cfg.algo.curriculum.start
@@ -326,8 +326,6 @@ def check_curriculum(cfg: TrainConfig) -> None:
     _check(bool(cfg.env.task) and getattr(TASKS.get(cfg.env.task), "easier_starts", False),
            "algo.curriculum.start", start, f"needs a built-in task with easier starts ({', '.join(easier)}); "
            f"{env_source(cfg.env)} has none: set it to null")  # fmt: skip
-    _check(cfg.rollout.backend != "ray", "algo.curriculum.start", start,
-           "needs rollout.backend=local: the Ray workers draw the task's own starts")  # fmt: skip
 
 
 def validate(cfg: TrainConfig) -> None:
