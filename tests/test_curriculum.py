@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from test_train import params, resumed_after_crash, small_config
+from test_train import resume_matches_straight_run, small_config
 
 from grpo_robot.batched import BatchedEnv
 from grpo_robot.config import AlgoConfig, ConfigError, CurriculumConfig, EnvConfig, validate
@@ -111,12 +111,7 @@ def test_training_draws_the_easier_starts_and_evaluation_the_task_own(tmp_path):
 
 def test_a_resumed_run_goes_on_from_the_difficulty_it_had_reached(tmp_path):
     cfg = curriculum_config(iterations=3, checkpoint_every=1)
-    straight = Trainer(cfg, tmp_path / "straight")
-    straight.run()
-    resumed = resumed_after_crash(cfg, tmp_path, 1)
-    resumed.run()
-    a, b = params(straight), params(resumed)
-    assert resumed.env_steps == straight.env_steps and all(torch.equal(a[k], b[k]) for k in a)
+    resume_matches_straight_run(cfg, tmp_path, 1)
     # the checkpoint carries the hook's state, and a resumed run starts from it
     path = tmp_path / "first" / "checkpoints" / "last.pt"
     ckpt = torch.load(path, weights_only=False)

@@ -6,7 +6,7 @@ import math
 
 import pytest
 import torch
-from test_train import params, resumed_after_crash, small_config
+from test_train import resume_matches_straight_run, small_config
 
 from grpo_robot.config import AlgoConfig, ConfigError, PolicyConfig, StdAnnealConfig, validate
 from grpo_robot.hooks import Hook, StdAnneal
@@ -58,13 +58,7 @@ def test_training_keeps_the_std_at_most_the_cap_and_logs_it(tmp_path):
 
 
 def test_a_resumed_run_goes_on_with_the_same_schedule(tmp_path):
-    cfg = anneal_config(iterations=4, checkpoint_every=1)
-    straight = Trainer(cfg, tmp_path / "straight")
-    straight.run()
-    resumed = resumed_after_crash(cfg, tmp_path, 1)
-    resumed.run()
-    a, b = params(straight), params(resumed)
-    assert resumed.env_steps == straight.env_steps and all(torch.equal(a[k], b[k]) for k in a)
+    resume_matches_straight_run(anneal_config(iterations=4, checkpoint_every=1), tmp_path, 1)
 
 
 CAPS = r"final=0\.1 is invalid: caps a Gaussian's free std; "

@@ -58,6 +58,18 @@ def resumed_after_crash(cfg: TrainConfig, tmp_path: Path, iteration: int) -> Tra
     return Trainer(replace(cfg, resume=str(tmp_path / "first")), tmp_path / "second")
 
 
+def resume_matches_straight_run(cfg: TrainConfig, tmp_path: Path, iteration: int) -> Trainer:
+    """Runs `cfg` straight through and again interrupted after `iteration` then resumed; asserts the
+    two end with the same env steps and bit-identical weights -> the resumed trainer."""
+    straight = Trainer(cfg, tmp_path / "straight")
+    straight.run()
+    resumed = resumed_after_crash(cfg, tmp_path, iteration)
+    resumed.run()
+    a, b = params(straight), params(resumed)
+    assert resumed.env_steps == straight.env_steps and all(torch.equal(a[k], b[k]) for k in a)
+    return resumed
+
+
 def test_short_training_run_beats_initial_policy(tmp_path):
     cfg = small_config(iterations=20, eval_seeds=100, algo=AlgoConfig(group_size=8, groups_per_iter=32, lr=1e-3))
     trainer = Trainer(cfg, tmp_path)
