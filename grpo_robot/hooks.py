@@ -349,8 +349,8 @@ class StartCurriculum(Hook):
     outcome-only reward teaches nothing until some rollout succeeds by chance; near goals bring
     those successes early, and what the policy learns there carries over as the goals move out.
     The sampler resets its draws at the difficulty (the Ray workers too); evaluation always runs
-    the task's own starts. Logs `charts/difficulty`, the difficulty each
-    iteration ran at; the current one is part of the checkpoint."""
+    the task's own starts. Logs `charts/difficulty`, the difficulty each iteration ran at; the
+    current one is part of the checkpoint."""
 
     def __init__(self, start: float, step: float, threshold: float) -> None:
         self.difficulty, self.step, self.threshold = start, step, threshold
