@@ -63,8 +63,9 @@ class BatchedEnv:
     Flags are sticky: `terminated`/`truncated` stay True once a world has finished.
     """
 
-    # True: `rollout.collect_split` steps each part of the worlds on physics threads of its own
-    # (`use_parts`); False: the parts take turns on the one pool (`rollout.parallel_parts`)
+    # True: `rollout.collect_split` runs each part of the worlds as a rollout of its own on a thread
+    # of its own, policy and physics (`use_parts`, `step_part`); False: one thread samples every
+    # part while the parts' physics take turns on the one pool (`rollout.parallel_parts`)
     parallel_parts: bool = False
 
     def __init__(
@@ -121,8 +122,8 @@ class BatchedEnv:
         self._renderers: dict[tuple[int, int], Any] = {}  # (width, height) -> grpo_robot.render.Renderer
         self._render_data: mujoco.MjData | None = None
         self._stepper: ThreadPoolExecutor | None = None  # the thread of `step_async` on other slices
-        self._lanes: dict[tuple[int, int], _Lane] = {}  # (start, stop) -> the part's physics thread (`use_parts`)
-        self._layout: tuple | None = None  # the parts and thread count `_lanes` was built for
+        self._lanes: dict[tuple[int, int], _Lane] = {}  # (start, stop) -> the part's own physics (`use_parts`)
+        self._layout: tuple | None = None  # the parts `_lanes` was built for
 
     # -- API --------------------------------------------------------------------------------------
     @property
@@ -132,40 +133,30 @@ class BatchedEnv:
     @property
     def physics_seconds(self) -> float:
         """Wall time spent in the physics since construction: `step`'s calls, plus the mean over
-        the physics threads of `use_parts` of each one's own (they run side by side)."""
-        lanes = [lane.seconds for lane in set(self._lanes.values())]
+        the parts of `use_parts` of each one's own (they run side by side)."""
+        lanes = [lane.seconds for lane in self._lanes.values()]
         return self._main_seconds + (sum(lanes) / len(lanes) if lanes else 0.0)
 
     def use_parts(self, parts: Sequence[slice]) -> None:
-        """Step `parts` (disjoint slices of the worlds, as `rollout.collect_split` steps them) on
-        physics threads of their own: `min(len(parts), nthread)` threads, part k on thread
-        k mod that, each thread with a rollout pool of `nthread // threads` (1: the pool runs on
-        that thread itself). `step_async` on a part then runs beside the other threads' steps
-        instead of after them, and no part waits at another's end-of-call barrier; with more parts
-        than threads, a thread steps its next part while the policy samples actions for the one
-        it just stepped. Trajectories do not change: each world's physics depends only on its own
-        state and actions."""
-        keys = [(p.start, p.stop) for p in parts]
-        nlanes = max(1, min(len(keys), self.nthread))
-        layout = (tuple(keys), nlanes)
-        if self._layout == layout:
+        """Give each of `parts` (disjoint slices of the worlds, as `rollout.collect_split` runs
+        them) physics of its own for `step_part`: a rollout pool of `max(1, nthread // len(parts))`
+        threads (1: the pool runs on the calling thread), its data and its output buffers, so that
+        parts stepped from different threads at once share nothing but their own rows of the
+        env's arrays. The same layout again keeps what it built."""
+        keys = tuple((p.start, p.stop) for p in parts)
+        if self._layout == keys:
             return
-        for lane in set(self._lanes.values()):
-            lane.close()
-        size = max((b - a for a, b in keys), default=0)
-        lanes = [_Lane(self, max(1, self.nthread // nlanes), size) for _ in range(nlanes)]
-        self._lanes = {key: lanes[k % nlanes] for k, key in enumerate(keys)}
-        self._layout = layout
+        self._close_lanes()
+        threads = max(1, self.nthread // max(1, len(keys)))
+        self._lanes = {key: _Lane(self, threads, key[1] - key[0]) for key in keys}
+        self._layout = keys
 
     def close(self) -> None:
         """Release the renderers and the `step_async` threads (the interface of `GymGroupEnv`)."""
         if self._stepper is not None:
             self._stepper.shutdown()
             self._stepper = None
-        for lane in set(self._lanes.values()):
-            lane.close()
-        self._lanes.clear()
-        self._layout = None
+        self._close_lanes()
         for renderer in self._renderers.values():
             renderer.close()
         self._renderers.clear()
@@ -259,22 +250,39 @@ class BatchedEnv:
         returned future before reading or stepping these worlds again, and may touch only other
         worlds until then. A world stepped this way follows the same trajectory, bit for bit, as
         with `step`, since every world's physics depends only on its own state and actions."""
-        if not self._was_reset:
-            raise RuntimeError("call reset(seeds) before step_async()")
-        rows = np.arange(self.num_worlds)[worlds]
-        active = ~self.done[rows]
-        actions = check_actions(actions, active, self.action_dim)
-        idx = rows[active]
-        act = np.clip(actions[active], -1.0, 1.0)
-        contiguous = self._lanes and len(rows) and (worlds.step or 1) == 1
-        lane = self._lanes.get((int(rows[0]), int(rows[-1]) + 1)) if contiguous else None
-        if lane is not None:
-            return lane.stepper.submit(self._timed_simulate, idx, act, lane)
+        idx, act = self._part_actions(actions, worlds, "step_async")
         if self._stepper is None:
             self._stepper = ThreadPoolExecutor(1, thread_name_prefix="physics")
         return self._stepper.submit(self._timed_simulate, idx, act)
 
+    def step_part(self, actions: np.ndarray, worlds: slice) -> None:
+        """One control step of the running worlds among `worlds`, a part given to `use_parts`, on
+        the calling thread with that part's own physics. Threads may step different parts at once
+        (each releases the GIL in the physics); the trajectories are those `step` gives, bit for
+        bit. `actions: [len(worlds), action_dim]`."""
+        lane = self._lanes.get((worlds.start, worlds.stop)) if (worlds.step or 1) == 1 else None
+        if lane is None:
+            parts = [slice(*key) for key in self._lanes]
+            raise ValueError(f"step_part needs one of the parts given to use_parts ({parts}), got {worlds}")
+        idx, act = self._part_actions(actions, worlds, "step_part")
+        self._timed_simulate(idx, act, lane)
+
     # -- internals --------------------------------------------------------------------------------
+    def _close_lanes(self) -> None:
+        for lane in self._lanes.values():
+            lane.pool.close()
+        self._lanes = {}
+        self._layout = None
+
+    def _part_actions(self, actions: np.ndarray, worlds: slice, caller: str) -> tuple[np.ndarray, np.ndarray]:
+        """(running worlds among `worlds`, their checked and clipped actions)."""
+        if not self._was_reset:
+            raise RuntimeError(f"call reset(seeds) before {caller}()")
+        rows = np.arange(self.num_worlds)[worlds]
+        active = ~self.done[rows]
+        actions = check_actions(actions, active, self.action_dim)
+        return rows[active], np.clip(actions[active], -1.0, 1.0)
+
     def _timed_simulate(self, idx: np.ndarray, act: np.ndarray, lane: _Lane | None = None) -> None:
         if len(idx):
             start = time.perf_counter()
@@ -291,10 +299,13 @@ class BatchedEnv:
             (self._pool, self._datas, self._control, self._out_state, self._out_sensors) if lane is None
             else (lane.pool, lane.datas, lane.control, lane.out_state, lane.out_sensors)
         )  # fmt: skip
+        # the worlds as a slice when they are a run of rows (all of a part still running, the common
+        # case): views instead of copies
+        rows = slice(int(idx[0]), int(idx[-1]) + 1) if idx[-1] - idx[0] == n - 1 else idx
         control = control[:n]
         control[:, :, :nu] = (act @ ACTION_MATRIX.T + ACTION_OFFSET)[:, None, :]
-        control[:, :, nu:] = self.mocap_pos[idx][:, None, :]
-        state0 = self.state[idx]
+        control[:, :, nu:] = self.mocap_pos[rows][:, None, :]
+        state0 = self.state[rows]  # read (`advanced`) before the state is written back
         out_state = out_state[:n]
         out_sensors = out_sensors[:n]
         pool.rollout(
@@ -319,32 +330,32 @@ class BatchedEnv:
             & np.isfinite(sensors).all(axis=1)
             & (np.abs(new_state[:, self._qvel]) < self.task.blowup_qvel).all(axis=1)
         )
-        good = idx[ok]
-        self.state[good] = new_state[ok]
-        self.sensordata[good] = sensors[ok]  # failed worlds keep their last good observation
-        self.steps[idx] += 1
-        self.failed[idx[~ok]] = True
-        self.success[idx] = False
-        self.success[good] = self.task.success(sensors[ok])
+        self.steps[rows] += 1
+        if ok.all():
+            self.state[rows] = new_state
+            self.sensordata[rows] = sensors
+            self.success[rows] = self.task.success(sensors)
+        else:
+            good = idx[ok]
+            self.state[good] = new_state[ok]
+            self.sensordata[good] = sensors[ok]  # failed worlds keep their last good observation
+            self.failed[idx[~ok]] = True
+            self.success[rows] = False
+            self.success[good] = self.task.success(sensors[ok])
         if self.terminate_on_success:
-            self.terminated[idx] = self.success[idx]
-        self.truncated[idx] = (self.steps[idx] >= self.horizon) | self.failed[idx]
-        self.truncated[idx] &= ~self.terminated[idx]
+            self.terminated[rows] = self.success[rows]
+        self.truncated[rows] = ((self.steps[rows] >= self.horizon) | self.failed[rows]) & ~self.terminated[rows]
 
 
 class _Lane:
-    """One part's own physics (`BatchedEnv.use_parts`): a thread that runs its steps, a rollout
-    pool with its data, and output buffers, so that parts never share anything while stepping."""
+    """One part's own physics (`BatchedEnv.use_parts`): a rollout pool with its data and output
+    buffers, so that parts stepped at once from different threads never share them."""
 
     def __init__(self, env: BatchedEnv, nthread: int, num_worlds: int) -> None:
         m, nsub = env.model, env.task.n_substeps
-        self.nthread, self.seconds = nthread, 0.0  # seconds: this thread's time in the physics
-        self.stepper = ThreadPoolExecutor(1, thread_name_prefix="physics-part")
+        self.nthread, self.seconds = nthread, 0.0  # seconds: this part's time in the physics
         self.pool = rollout.Rollout(nthread=nthread if nthread > 1 else 0)
         self.datas = [mujoco.MjData(m) for _ in range(nthread)]
         self.control = np.zeros((num_worlds, nsub, mujoco.mj_stateSize(m, CONTROL_SPEC)))
         self.out_state = np.zeros((num_worlds, nsub, env.task.nstate))
         self.out_sensors = np.zeros((num_worlds, nsub, m.nsensordata))
-
-    def close(self) -> None:
-        self.stepper.shutdown()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -153,23 +154,39 @@ def collect_split(
     split: int,
     max_steps: int | None = None,
 ) -> Batch:
-    """`collect` with the worlds in `split` contiguous parts, pipelined: while part p's physics
-    runs on the env's physics thread (`step_async`, which releases the GIL; with
-    `env.parallel_parts`, each part on threads of its own, `BatchedEnv.use_parts`), the policy
-    samples part p + 1's actions, so the physics threads rarely wait for Python or the policy.
+    """`collect` with the worlds in `split` contiguous parts whose policy and physics overlap.
 
-    Every part is sampled at every control step, finished or not, with its rows of the step's
-    draw for all worlds (`SharedDraws`), as `collect` samples all worlds; the policy is row-wise.
-    The batch therefore equals `collect`'s bit for bit (tests/test_rollout_split.py)."""
+    By default one thread samples every part in turn, and while part p's physics runs on the
+    env's physics thread (`step_async`, which releases the GIL), it samples part p + 1's actions.
+    With `env.parallel_parts` (`BatchedEnv.use_parts`), each part is a rollout of its own on a
+    thread of its own, its policy and its physics (`_run_part`), with `nthread // split` physics
+    threads each: no part waits at another's end-of-call barrier or for the policy of another.
+
+    Every part is sampled at every control step until the last world of the batch has ended,
+    finished or not, with its rows of the step's draw for all worlds (`SharedDraws`), as `collect`
+    samples all worlds; the policy is row-wise. The batch therefore equals `collect`'s bit for bit
+    (tests/test_rollout_split.py)."""
     env.reset(seeds)
     parts = split_bounds(env.num_worlds, split)
-    if getattr(env, "parallel_parts", False):  # each part steps on a physics thread of its own (BatchedEnv)
-        env.use_parts(parts)
     draws = SharedDraws(generator, env.num_worlds) if generator is not None else None
     rows = [draws.rows(p.start, p.stop) if draws is not None else None for p in parts]
+    limit = math.inf if max_steps is None else max_steps
+    if getattr(env, "parallel_parts", False):
+        env.use_parts(parts)
+        with ThreadPoolExecutor(len(parts), thread_name_prefix="rollout-part") as pool:
+            futures = [pool.submit(_run_part, env, policy, p, r, device, deterministic, limit)
+                       for p, r in zip(parts, rows, strict=True)]  # fmt: skip
+            wait(futures)  # every part's thread is done with the env before an error is raised
+        records = [future.result() for future in futures]
+        steps = max(map(len, records))
+        for part, r, record in zip(parts, rows, records, strict=True):  # ended sooner: sampled on, as `collect` does
+            _run_part(env, policy, part, r, device, deterministic, steps, record)
+        obs_steps, raw_steps, logp_steps, mask_steps = (
+            [torch.cat([record[t][i] for record in records]) for t in range(steps)] for i in range(4)
+        )
+        return _batch(env, obs_steps, raw_steps, logp_steps, mask_steps, device, final_step_outcome)
     steps: list[list[tuple]] = []  # per control step: per part (obs, raw, logp, mask)
     pending = [None] * len(parts)
-    limit = math.inf if max_steps is None else max_steps
     while True:
         if len(steps) >= limit:  # the training horizon: finish the steps under way, then stop
             for future in pending:
@@ -195,6 +212,28 @@ def collect_split(
         [torch.cat([part[i] for part in step]) for step in steps] for i in range(4)
     )
     return _batch(env, obs_steps, raw_steps, logp_steps, mask_steps, device, final_step_outcome)
+
+
+def _run_part(env, policy: Policy, part: slice, rows, device: torch.device, deterministic: bool,
+              limit: float, record: list[tuple] | None = None) -> list[tuple]:  # fmt: skip
+    """Part `part` of a `collect_split` on its own: sample its actions and step its physics
+    (`env.step_part`) until its worlds have all ended or `limit` steps are recorded; returns
+    `(obs, raw, logp, mask)` per control step. Given the `record` of such a run, only samples
+    on to `limit` steps (the worlds have ended: nothing is stepped), as `collect` samples every
+    world until the last one of the batch has ended."""
+    sampling_on = record is not None
+    record = [] if record is None else record
+    with torch.no_grad():
+        while len(record) < limit:
+            live = ~env.done[part]
+            if not (live.any() or sampling_on):
+                break
+            obs = torch.as_tensor(env.sensordata[part].astype(np.float32), device=device)
+            raw, action, logp = policy.sample(obs, rows, deterministic)
+            record.append((obs, raw, logp, torch.as_tensor(live, device=device)))
+            if live.any():
+                env.step_part(action.cpu().numpy(), part)
+    return record
 
 
 @torch.no_grad()

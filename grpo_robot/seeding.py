@@ -15,6 +15,7 @@ what an uninterrupted one would.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -157,11 +158,13 @@ class SharedDraws:
     sample separately (the halves of a split rollout): a part's k-th draw is rows of the stream's
     k-th draw for all worlds, made when the first part asks for it. The parts thus see exactly
     the noise one call for all worlds would, in whatever order they interleave, as long as each
-    part makes the same sequence of draws. `generator` may itself be a `WorldRows`."""
+    part makes the same sequence of draws, and from parts sampling on threads of their own.
+    `generator` may itself be a `WorldRows`."""
 
     def __init__(self, generator: torch.Generator | WorldRows, total: int) -> None:
         self.generator, self.total = generator, total
         self._draws: list[tuple[str, tuple, torch.Tensor]] = []
+        self._lock = threading.Lock()  # one part makes draw k while the others wait for it
 
     def rows(self, start: int, stop: int) -> _SharedRows:
         """The draws of worlds `start:stop`, to pass where a policy's `sample` takes a generator."""
@@ -172,10 +175,11 @@ class SharedDraws:
     def _draw(self, k: int, fn, shape: Sequence[int], kwargs: dict) -> torch.Tensor:
         """The stream's k-th draw for all worlds (made now if no part has asked for it yet)."""
         tail = tuple(shape[1:])
-        if k == len(self._draws):
-            full = (normal if fn is torch.randn else uniform)(self.generator, (self.total, *tail), **kwargs)
-            self._draws.append((fn.__name__, tail, full))
-        drawn_kind, drawn_tail, full = self._draws[k]
+        with self._lock:
+            if k == len(self._draws):
+                full = (normal if fn is torch.randn else uniform)(self.generator, (self.total, *tail), **kwargs)
+                self._draws.append((fn.__name__, tail, full))
+            drawn_kind, drawn_tail, full = self._draws[k]
         if (drawn_kind, drawn_tail) != (fn.__name__, tail):
             raise ValueError(f"draw {k} was {drawn_kind}{drawn_tail} for one part and {fn.__name__}{tail} for another")
         return full

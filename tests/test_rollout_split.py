@@ -5,6 +5,8 @@ either. And the kinematic reset equals a full `mj_forward` reset."""
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 import mujoco
@@ -61,6 +63,7 @@ def test_split_bounds_cover_the_worlds_in_order():
     assert split_bounds(5, 1) == [slice(0, 5)]
 
 
+@pytest.mark.parametrize("parallel_parts", [False, True], ids=["shared-pool", "parts-on-threads"])
 @pytest.mark.parametrize(
     "task, policy_type, kwargs",
     [
@@ -68,8 +71,9 @@ def test_split_bounds_cover_the_worlds_in_order():
         ("PushCube", "tokenized", {"hidden_sizes": [32], "bins": 16, "head": "autoregressive"}),
     ],
 )
-def test_split_batches_equal_the_unsplit_batch_bit_for_bit(task, policy_type, kwargs):
+def test_split_batches_equal_the_unsplit_batch_bit_for_bit(task, policy_type, kwargs, parallel_parts):
     env = BatchedEnv(task, 64, nthread=2, horizon=40)
+    env.parallel_parts = parallel_parts
     torch.manual_seed(0)
     policy = build_policy(policy_type, env.obs_dim, env.action_dim, **kwargs)
     seeds = group_seeds(np.arange(16) * 7 + 1, 4)
@@ -95,10 +99,13 @@ def test_split_batches_equal_the_unsplit_batch_bit_for_bit(task, policy_type, kw
     env.close()
 
 
-def test_worlds_end_at_different_steps_in_the_split_rollout():
+@pytest.mark.parametrize("parallel_parts", [False, True], ids=["shared-pool", "parts-on-threads"])
+def test_worlds_end_at_different_steps_in_the_split_rollout(parallel_parts):
     """The equality above covers parts that finish early: here some worlds succeed well before
-    the horizon, in both parts, and the batch is still the unsplit one."""
+    the horizon, in both parts, one part's last world ends before the other's (on threads of
+    their own, that part is then sampled on), and the batch is still the unsplit one."""
     env = BatchedEnv("Reach", 16, nthread=2, horizon=60)
+    env.parallel_parts = parallel_parts
 
     class NoisyExpert:  # Reach's scripted expert plus noise from the sampling stream
         def sample(self, obs, generator=None, deterministic=False):
@@ -112,6 +119,7 @@ def test_worlds_end_at_different_steps_in_the_split_rollout():
     lengths = batches[0].mask.sum(0)
     assert lengths.min() < 0.6 * lengths.max()  # worlds end far apart
     assert len(set(lengths[:8].tolist())) > 1 and len(set(lengths[8:].tolist())) > 1
+    assert lengths[:8].max() != lengths[8:].max()  # one part is done steps before the other
     for name in FIELDS:
         assert torch.equal(getattr(batches[0], name), getattr(batches[1], name)), name
     env.close()
@@ -185,8 +193,8 @@ def test_a_split_that_would_change_the_numbers_is_dropped():
 
 def test_training_with_any_split_and_thread_setting_gives_the_same_parameters(tmp_path):
     results = []
-    for split, threads in ((1, None), (2, 1), (3, 2)):
-        cfg = small_config(rollout=RolloutConfig(split=split, policy_threads=threads),
+    for split, threads, parallel in ((1, None, False), (2, 1, False), (3, 2, False), (2, 1, True)):
+        cfg = small_config(rollout=RolloutConfig(split=split, policy_threads=threads, parallel_parts=parallel),
                            policy=PolicyConfig(hidden_sizes=[32, 32], init_std=1.0))  # fmt: skip
         trainer = Trainer(cfg, tmp_path / f"split{split}")
         trainer.run()
@@ -262,10 +270,10 @@ def test_importing_grpo_robot_sets_a_short_openmp_spin_that_the_user_can_overrid
     assert out.stdout.split() == ["0", "1", "False"]
 
 
-def test_parts_step_on_physics_threads_of_their_own_and_land_where_step_does():
-    """`BatchedEnv.use_parts`: min(parts, nthread) physics threads, part k on thread k mod that,
-    each with nthread // threads rollout threads; a part's `step_async` runs on its thread and
-    gives the states `step` gives; the same layout again keeps the threads."""
+def test_parts_step_on_physics_of_their_own_from_threads_at_once_and_land_where_step_does():
+    """`BatchedEnv.use_parts`: each part its own rollout pool of nthread // parts threads (at
+    least 1); `step_part` from threads of their own, at once, gives the states `step` gives; the
+    same layout again keeps what it built, another rebuilds it."""
     env = BatchedEnv("PushCube", 12, nthread=2)
     halves = split_bounds(12, 2)
     env.use_parts(halves)
@@ -275,8 +283,8 @@ def test_parts_step_on_physics_threads_of_their_own_and_land_where_step_does():
     assert [env._lanes[(p.start, p.stop)] for p in halves] == lanes  # kept, not rebuilt
     quarters = split_bounds(12, 4)
     env.use_parts(quarters)
-    q = [env._lanes[(p.start, p.stop)] for p in quarters]
-    assert q[0] is q[2] and q[1] is q[3] and q[0] is not q[1] and (0, 6) not in env._lanes
+    assert sorted(env._lanes) == [(0, 3), (3, 6), (6, 9), (9, 12)]
+    assert all(lane.nthread == 1 for lane in env._lanes.values())
     wide = BatchedEnv("PushCube", 12, nthread=4)
     wide.use_parts(halves)
     assert [wide._lanes[(p.start, p.stop)].nthread for p in halves] == [2, 2]
@@ -284,45 +292,55 @@ def test_parts_step_on_physics_threads_of_their_own_and_land_where_step_does():
 
     reference = BatchedEnv("PushCube", 12, nthread=2)
     seeds = np.arange(12) // 3
-    env.use_parts(halves)  # another layout in between: new threads
+    env.use_parts(halves)  # another layout in between: new pools
     assert not set(lanes) & {env._lanes[(p.start, p.stop)] for p in halves}
     lanes = [env._lanes[(p.start, p.stop)] for p in halves]
     env.reset(seeds), reference.reset(seeds)
     rng = np.random.default_rng(0)
-    for _ in range(5):
-        actions = rng.uniform(-1, 1, (12, env.action_dim))
-        futures = [env.step_async(actions[p], p) for p in halves]  # both parts at once
-        for future in futures:
-            future.result()
-        reference.step(actions)
-        np.testing.assert_array_equal(env.state, reference.state)
-        np.testing.assert_array_equal(env.sensordata, reference.sensordata)
+    with ThreadPoolExecutor(2) as threads:
+        for _ in range(5):
+            actions = rng.uniform(-1, 1, (12, env.action_dim))
+            list(threads.map(lambda p, a=actions: env.step_part(a[p], p), halves))  # both parts at once
+            reference.step(actions)
+            np.testing.assert_array_equal(env.state, reference.state)
+            np.testing.assert_array_equal(env.sensordata, reference.sensordata)
+    assert env.steps.tolist() == [5] * 12
     assert env._main_seconds == 0 and all(lane.seconds > 0 for lane in lanes)
     assert env.physics_seconds == pytest.approx(sum(lane.seconds for lane in lanes) / 2)
+    with pytest.raises(ValueError, match=r"step_part needs one of the parts given to use_parts .*slice\(0, 4, None\)"):
+        env.step_part(np.zeros((4, env.action_dim)), slice(0, 4))
     env.close(), reference.close()
     assert env._lanes == {}
 
 
-def test_parts_on_threads_of_their_own_give_the_same_batch():
-    """`rollout.parallel_parts`: with or without physics threads of their own, the parts give the
-    same batch bit for bit."""
+def test_parts_on_threads_of_their_own_stop_at_the_training_horizon_and_pass_on_errors():
+    """`rollout.parallel_parts`: the training horizon cuts every part at the same step, as
+    `collect` does; a part whose policy raises stops the rollout with that error, once the
+    other part's thread has finished with the env."""
     env = BatchedEnv("Reach", 16, nthread=2, horizon=30)
     torch.manual_seed(0)
     policy = build_policy("gaussian", env.obs_dim, env.action_dim, hidden_sizes=[32, 32], init_std=1.0)
     seeds = group_seeds(np.arange(4), 4)
 
-    def run(split: int):
-        return collect(env, policy, seeds, torch.device("cpu"), iteration_generator(1, 0, "cpu"), split=split)
+    def run(split: int, parallel: bool, net=policy):
+        env.parallel_parts = parallel
+        return collect(env, net, seeds, torch.device("cpu"), iteration_generator(1, 0, "cpu"), split=split,
+                       max_steps=10)  # fmt: skip
 
-    shared = run(2)
-    assert env._lanes == {}  # the default: the parts take turns on the one pool
-    env.parallel_parts = True
-    own = run(2)
-    assert len(env._lanes) == 2
-    env.close()
-    env.parallel_parts = False
-    assert torch.equal(run(2).raw, shared.raw)
-    assert env._lanes == {}
+    reference = run(1, False)
+    own = run(2, True)
+    assert len(env._lanes) == 2 and own.mask.shape == (10, 16) and env.steps.tolist() == [10] * 16
     for name in FIELDS:
-        assert torch.equal(getattr(own, name), getattr(shared, name)), name
+        assert torch.equal(getattr(own, name), getattr(reference, name)), name
+
+    class FailsOnSecondPart:
+        def sample(self, obs, generator=None, deterministic=False):
+            if generator.start == 8 and generator.count == 3:
+                raise RuntimeError("policy failed on worlds 8:16")
+            return policy.sample(obs, generator, deterministic)
+
+    with pytest.raises(RuntimeError, match="policy failed on worlds 8:16"):
+        run(2, True, FailsOnSecondPart())
+    assert env.steps[:8].tolist() == [10] * 8 and env.steps[8:].tolist() == [3] * 8
+    assert not [t for t in threading.enumerate() if t.name.startswith("rollout-part")]
     env.close()

@@ -4,6 +4,7 @@ training iteration of the default job spends its time (`cmd_profile`)."""
 from __future__ import annotations
 
 import argparse
+import threading
 import time
 from collections.abc import Iterator, Sequence
 
@@ -85,8 +86,9 @@ class ProfiledEnv:
     def __init__(self, env) -> None:
         self.env, self.step_seconds = env, 0.0
         self.recordings: list = []
-        self.observations: list[np.ndarray] = []
-        self._observed = 0  # the last step whose observations a split rollout recorded
+        self.observations: list[np.ndarray] = []  # per control step of every episode: [B, obs_dim]
+        self._first = 0  # index in `observations` of the episode's first step
+        self._lock = threading.Lock()  # parts on threads of their own record at once
 
     def __getattr__(self, name):  # every other attribute of the GroupEnv interface
         return getattr(self.env, name)
@@ -108,21 +110,31 @@ class ProfiledEnv:
         obs = env.reset(seeds)
         actions = np.zeros((env.horizon, env.num_worlds, env.action_dim))  # rows after a world ends stay 0
         self.recordings.append(Recording(env.state.copy(), env.mocap_pos.copy(), actions))
+        self._first = len(self.observations)
         self.observations.append(obs.copy())
-        self._observed = 0
         return obs
 
-    def step_async(self, actions, worlds: slice):
+    def _record_part(self, actions, worlds: slice) -> None:
+        """Keep the actions of `worlds`' running worlds, and the observations they were taken from."""
         env = self.env
         rows = np.arange(env.num_worlds)[worlds]
-        live = rows[~env.done[rows]]
+        running = ~env.done[rows]
+        live = rows[running]
         if len(live):
             t = int(env.steps[live][0])
-            self.recordings[-1].actions[t, live] = np.clip(actions[~env.done[rows]], -1.0, 1.0)
-            if t > self._observed:  # the first part to take step t: keep the step's observations once
-                self._observed = t
-                self.observations.append(env.obs().copy())
-        return env.step_async(actions, worlds)
+            self.recordings[-1].actions[t, live] = np.clip(actions[running], -1.0, 1.0)
+            with self._lock:
+                while len(self.observations) <= self._first + t:
+                    self.observations.append(np.zeros_like(self.observations[-1]))
+                self.observations[self._first + t][rows] = env.sensordata[rows]
+
+    def step_async(self, actions, worlds: slice):
+        self._record_part(actions, worlds)
+        return self.env.step_async(actions, worlds)
+
+    def step_part(self, actions, worlds: slice) -> None:
+        self._record_part(actions, worlds)
+        self.env.step_part(actions, worlds)
 
     def step(self, actions):
         env = self.env
@@ -216,12 +228,13 @@ def cmd_profile(args: argparse.Namespace) -> None:
     print(f"machine: {machine.one_line()}; {batched.default_threads()} physics threads")
     print(f"{n} iterations each of experiment=push_from_scratch {' '.join(args.overrides)}".rstrip()
           + f", {parts['after']['steps'] / n:,.0f} env steps each, alternating; mean s per iteration")  # fmt: skip
-    print(f"before: {' '.join(before)}; after: rollout.split={after.split} "
-          f"rollout.policy_threads={after.policy_threads}\n")  # fmt: skip
+    threads = "null" if after.policy_threads is None else after.policy_threads
+    print(f"before: {' '.join(before)}; after: rollout.split={after.split} rollout.policy_threads={threads} "
+          f"rollout.parallel_parts={str(after.parallel_parts).lower()}\n")  # fmt: skip
     print("| part | before | after |")
     print("| --- | ---: | ---: |")
     for key, name in (
-        ("physics", "rollout: physics (mujoco.rollout; on its own thread when split)"),
+        ("physics", "rollout: physics (mujoco.rollout; on threads of its own when split)"),
         ("sample", "rollout: policy inference (sample, replayed alone)"),
         ("rest", "rollout: not hidden behind physics (policy, bookkeeping, tensors, waits)"),
         ("update", "update (advantages, K epochs, obs-norm)"),

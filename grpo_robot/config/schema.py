@@ -296,10 +296,11 @@ class RolloutConfig:
     # built-in tasks: the worlds in this many parts, the policy sampling one part while the physics
     # steps another (the physics releases the GIL); the batch is identical for any value
     split: int = 2
-    # built-in tasks, split rollout: each part steps on physics threads of its own, beside the
-    # others (true), or the parts take turns on one pool of all the physics threads (false; on 2
-    # cores the two are within the machine's noise, docs/benchmarks.md)
-    parallel_parts: bool = False
+    # built-in tasks, split rollout: each part is a rollout of its own on a thread of its own, its
+    # policy and its physics (with nthread // split physics threads), beside the others (true); or
+    # one thread samples every part while their physics take turns on one pool of all the physics
+    # threads (false). The batch is the same either way (docs/benchmarks.md)
+    parallel_parts: bool = True
     # torch CPU threads while the policy samples actions in a rollout (restored for the update):
     # the physics owns the cores then, and idle torch threads spin on them; null = leave torch's
     policy_threads: int | None = 1
