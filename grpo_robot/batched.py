@@ -14,6 +14,7 @@ observation is exact. Both backends share this code, so they agree.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -124,6 +125,8 @@ class BatchedEnv:
         self._stepper: ThreadPoolExecutor | None = None  # the thread of `step_async` on other slices
         self._lanes: dict[tuple[int, int], _Lane] = {}  # (start, stop) -> the part's own physics (`use_parts`)
         self._layout: tuple | None = None  # the parts `_lanes` was built for
+        self._running: set[tuple[int, int]] = set()  # parts of `_lanes` still stepping (`end_part`)
+        self._parts_lock = threading.Lock()
 
     # -- API --------------------------------------------------------------------------------------
     @property
@@ -142,14 +145,23 @@ class BatchedEnv:
         them) physics of its own for `step_part`: a rollout pool of `max(1, nthread // len(parts))`
         threads (1: the pool runs on the calling thread), its data and its output buffers, so that
         parts stepped from different threads at once share nothing but their own rows of the
-        env's arrays. The same layout again keeps what it built."""
+        env's arrays. The same layout again keeps what it built. Every part counts as running
+        until `end_part`."""
         keys = tuple((p.start, p.stop) for p in parts)
-        if self._layout == keys:
-            return
-        self._close_lanes()
-        threads = max(1, self.nthread // max(1, len(keys)))
-        self._lanes = {key: _Lane(self, threads, key[1] - key[0]) for key in keys}
-        self._layout = keys
+        if self._layout != keys:
+            self._close_lanes()
+            threads = max(1, self.nthread // max(1, len(keys)))
+            self._lanes = {key: _Lane(self, threads, key[1] - key[0]) for key in keys}
+            self._layout = keys
+        with self._parts_lock:
+            self._running = set(keys)
+
+    def end_part(self, worlds: slice) -> None:
+        """Part `worlds` of `use_parts` steps no more in this episode: once a single part is left
+        running, `step_part` steps it on all the physics threads (parts whose worlds end sooner
+        would otherwise leave their threads idle while the last part finishes)."""
+        with self._parts_lock:
+            self._running.discard((worlds.start, worlds.stop))
 
     def close(self) -> None:
         """Release the renderers and the `step_async` threads (the interface of `GymGroupEnv`)."""
@@ -265,7 +277,9 @@ class BatchedEnv:
             parts = [slice(*key) for key in self._lanes]
             raise ValueError(f"step_part needs one of the parts given to use_parts ({parts}), got {worlds}")
         idx, act = self._part_actions(actions, worlds, "step_part")
-        self._timed_simulate(idx, act, lane)
+        with self._parts_lock:
+            alone = self._running == {(worlds.start, worlds.stop)}
+        self._timed_simulate(idx, act, lane, alone)
 
     # -- internals --------------------------------------------------------------------------------
     def _close_lanes(self) -> None:
@@ -283,22 +297,27 @@ class BatchedEnv:
         actions = check_actions(actions, active, self.action_dim)
         return rows[active], np.clip(actions[active], -1.0, 1.0)
 
-    def _timed_simulate(self, idx: np.ndarray, act: np.ndarray, lane: _Lane | None = None) -> None:
+    def _timed_simulate(self, idx: np.ndarray, act: np.ndarray, lane: _Lane | None = None,
+                        whole_pool: bool = False) -> None:  # fmt: skip
         if len(idx):
             start = time.perf_counter()
-            self._simulate(idx, act, lane)
+            self._simulate(idx, act, lane, whole_pool)
             if lane is None:
                 self._main_seconds += time.perf_counter() - start
             else:
                 lane.seconds += time.perf_counter() - start
 
-    def _simulate(self, idx: np.ndarray, act: np.ndarray, lane: _Lane | None = None) -> None:
+    def _simulate(self, idx: np.ndarray, act: np.ndarray, lane: _Lane | None = None, whole_pool: bool = False) -> None:
+        """One control step of worlds `idx`; on `lane`'s physics, or with `whole_pool` on the env's
+        pool of all the threads into the lane's buffers (the last part running, `end_part`)."""
         n = len(idx)
         nu = self._nu
         pool, datas, control, out_state, out_sensors = (
             (self._pool, self._datas, self._control, self._out_state, self._out_sensors) if lane is None
             else (lane.pool, lane.datas, lane.control, lane.out_state, lane.out_sensors)
         )  # fmt: skip
+        if whole_pool:
+            pool, datas = self._pool, self._datas
         # the worlds as a slice when they are a run of rows (all of a part still running, the common
         # case): views instead of copies
         rows = slice(int(idx[0]), int(idx[-1]) + 1) if idx[-1] - idx[0] == n - 1 else idx

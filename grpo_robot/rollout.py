@@ -223,16 +223,19 @@ def _run_part(env, policy: Policy, part: slice, rows, device: torch.device, dete
     world until the last one of the batch has ended."""
     sampling_on = record is not None
     record = [] if record is None else record
-    with torch.no_grad():
-        while len(record) < limit:
-            live = ~env.done[part]
-            if not (live.any() or sampling_on):
-                break
-            obs = torch.as_tensor(env.sensordata[part].astype(np.float32), device=device)
-            raw, action, logp = policy.sample(obs, rows, deterministic)
-            record.append((obs, raw, logp, torch.as_tensor(live, device=device)))
-            if live.any():
-                env.step_part(action.cpu().numpy(), part)
+    try:
+        with torch.no_grad():
+            while len(record) < limit:
+                live = ~env.done[part]
+                if not (live.any() or sampling_on):
+                    break
+                obs = torch.as_tensor(env.sensordata[part].astype(np.float32), device=device)
+                raw, action, logp = policy.sample(obs, rows, deterministic)
+                record.append((obs, raw, logp, torch.as_tensor(live, device=device)))
+                if live.any():
+                    env.step_part(action.cpu().numpy(), part)
+    finally:
+        env.end_part(part)  # the last part running steps on all the physics threads
     return record
 
 

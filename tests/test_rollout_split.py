@@ -307,6 +307,30 @@ def test_parts_step_on_physics_of_their_own_from_threads_at_once_and_land_where_
     assert env.steps.tolist() == [5] * 12
     assert env._main_seconds == 0 and all(lane.seconds > 0 for lane in lanes)
     assert env.physics_seconds == pytest.approx(sum(lane.seconds for lane in lanes) / 2)
+
+    # once the other part has ended, the last one steps on the env's pool of all the threads
+    whole_pool_calls = []
+
+    class CountingPool:
+        def rollout(self, *args, **kwargs):
+            whole_pool_calls.append(len(args[2]))
+            return pool.rollout(*args, **kwargs)
+
+    pool, env._pool = env._pool, CountingPool()
+    actions = rng.uniform(-1, 1, (6, env.action_dim))
+    env.step_part(actions, halves[1])
+    assert whole_pool_calls == []  # both parts running: its own physics
+    reference.use_parts(halves)
+    for _ in range(2):
+        reference.step_part(actions, halves[1])
+    env.end_part(halves[0])
+    env.step_part(actions, halves[1])
+    assert whole_pool_calls == [6]
+    np.testing.assert_array_equal(env.state, reference.state)
+    env.use_parts(halves)  # the next episode: both running again
+    env.step_part(actions, halves[1])
+    assert whole_pool_calls == [6]
+    env._pool = pool
     with pytest.raises(ValueError, match=r"step_part needs one of the parts given to use_parts .*slice\(0, 4, None\)"):
         env.step_part(np.zeros((4, env.action_dim)), slice(0, 4))
     env.close(), reference.close()
