@@ -172,20 +172,36 @@ def collect_split(
     rows = [draws.rows(p.start, p.stop) if draws is not None else None for p in parts]
     limit = math.inf if max_steps is None else max_steps
     if getattr(env, "parallel_parts", False):
-        env.use_parts(parts)
-        with ThreadPoolExecutor(len(parts), thread_name_prefix="rollout-part") as pool:
-            futures = [pool.submit(_run_part, env, policy, p, r, device, deterministic, limit)
-                       for p, r in zip(parts, rows, strict=True)]  # fmt: skip
-            wait(futures)  # every part's thread is done with the env before an error is raised
-        records = [future.result() for future in futures]
-        steps = max(map(len, records))
-        for part, r, record in zip(parts, rows, records, strict=True):  # ended sooner: sampled on, as `collect` does
-            _run_part(env, policy, part, r, device, deterministic, steps, record)
-        obs_steps, raw_steps, logp_steps, mask_steps = (
-            [torch.cat([record[t][i] for record in records]) for t in range(steps)] for i in range(4)
-        )
-        return _batch(env, obs_steps, raw_steps, logp_steps, mask_steps, device, final_step_outcome)
-    steps: list[list[tuple]] = []  # per control step: per part (obs, raw, logp, mask)
+        steps = _parts_on_threads(env, policy, parts, rows, device, deterministic, limit)
+    else:
+        steps = _parts_in_turn(env, policy, parts, rows, device, deterministic, limit)
+    obs_steps, raw_steps, logp_steps, mask_steps = (
+        [torch.cat([part[i] for part in step]) for step in steps] for i in range(4)
+    )
+    return _batch(env, obs_steps, raw_steps, logp_steps, mask_steps, device, final_step_outcome)
+
+
+def _parts_on_threads(env, policy: Policy, parts: list[slice], rows: list, device: torch.device,
+                      deterministic: bool, limit: float) -> list[list[tuple]]:  # fmt: skip
+    """`collect_split`'s parts, each on a thread of its own (`_run_part`) -> per control step,
+    per part, `(obs, raw, logp, mask)`."""
+    env.use_parts(parts)
+    with ThreadPoolExecutor(len(parts), thread_name_prefix="rollout-part") as pool:
+        futures = [pool.submit(_run_part, env, policy, p, r, device, deterministic, limit)
+                   for p, r in zip(parts, rows, strict=True)]  # fmt: skip
+        wait(futures)  # every part's thread is done with the env before an error is raised
+    records = [future.result() for future in futures]
+    length = max(map(len, records))
+    for part, r, record in zip(parts, rows, records, strict=True):  # ended sooner: sampled on, as `collect` does
+        _run_part(env, policy, part, r, device, deterministic, length, record)
+    return [list(step) for step in zip(*records, strict=True)]
+
+
+def _parts_in_turn(env, policy: Policy, parts: list[slice], rows: list, device: torch.device,
+                   deterministic: bool, limit: float) -> list[list[tuple]]:  # fmt: skip
+    """`collect_split`'s parts sampled in turn by this thread while the env's physics thread steps
+    the part sampled before (`step_async`) -> per control step, per part, `(obs, raw, logp, mask)`."""
+    steps: list[list[tuple]] = []
     pending = [None] * len(parts)
     while True:
         if len(steps) >= limit:  # the training horizon: finish the steps under way, then stop
@@ -208,10 +224,7 @@ def collect_split(
         if not any_live:  # every world had ended before this step: it is not part of the batch
             break
         steps.append(step)
-    obs_steps, raw_steps, logp_steps, mask_steps = (
-        [torch.cat([part[i] for part in step]) for step in steps] for i in range(4)
-    )
-    return _batch(env, obs_steps, raw_steps, logp_steps, mask_steps, device, final_step_outcome)
+    return steps
 
 
 def _run_part(env, policy: Policy, part: slice, rows, device: torch.device, deterministic: bool,
