@@ -267,11 +267,16 @@ class BatchedEnv:
             self._stepper = ThreadPoolExecutor(1, thread_name_prefix="physics")
         return self._stepper.submit(self._timed_simulate, idx, act)
 
-    def step_part(self, actions: np.ndarray, worlds: slice) -> None:
+    def step_part(self, actions: np.ndarray, worlds: slice, turn: threading.Lock | None = None) -> None:
         """One control step of the running worlds among `worlds`, a part given to `use_parts`, on
         the calling thread with that part's own physics. Threads may step different parts at once
         (each releases the GIL in the physics); the trajectories are those `step` gives, bit for
-        bit. `actions: [len(worlds), action_dim]`."""
+        bit. `actions: [len(worlds), action_dim]`.
+
+        `turn`: a lock the calling thread holds while it runs Python, released here for the
+        physics call alone (`rollout.collect_split`): the parts' threads then take turns at their
+        Python, one whole stretch each, instead of trading the GIL op by op, which keeps two
+        parts in step and slows both."""
         lane = self._lanes.get((worlds.start, worlds.stop)) if (worlds.step or 1) == 1 else None
         if lane is None:
             parts = [slice(*key) for key in self._lanes]
@@ -279,7 +284,7 @@ class BatchedEnv:
         idx, act = self._part_actions(actions, worlds, "step_part")
         with self._parts_lock:
             alone = self._running == {(worlds.start, worlds.stop)}
-        self._timed_simulate(idx, act, lane, alone)
+        self._timed_simulate(idx, act, lane, alone, turn)
 
     # -- internals --------------------------------------------------------------------------------
     def _close_lanes(self) -> None:
@@ -298,18 +303,20 @@ class BatchedEnv:
         return rows[active], np.clip(actions[active], -1.0, 1.0)
 
     def _timed_simulate(self, idx: np.ndarray, act: np.ndarray, lane: _Lane | None = None,
-                        whole_pool: bool = False) -> None:  # fmt: skip
+                        whole_pool: bool = False, turn: threading.Lock | None = None) -> None:  # fmt: skip
         if len(idx):
             start = time.perf_counter()
-            self._simulate(idx, act, lane, whole_pool)
+            self._simulate(idx, act, lane, whole_pool, turn)
             if lane is None:
                 self._main_seconds += time.perf_counter() - start
             else:
                 lane.seconds += time.perf_counter() - start
 
-    def _simulate(self, idx: np.ndarray, act: np.ndarray, lane: _Lane | None = None, whole_pool: bool = False) -> None:
+    def _simulate(self, idx: np.ndarray, act: np.ndarray, lane: _Lane | None = None, whole_pool: bool = False,
+                  turn: threading.Lock | None = None) -> None:  # fmt: skip
         """One control step of worlds `idx`; on `lane`'s physics, or with `whole_pool` on the env's
-        pool of all the threads into the lane's buffers (the last part running, `end_part`)."""
+        pool of all the threads into the lane's buffers (the last part running, `end_part`);
+        `turn` (held by the caller) is released for the physics call (`step_part`)."""
         n = len(idx)
         nu = self._nu
         pool, datas, control, out_state, out_sensors = (
@@ -327,17 +334,23 @@ class BatchedEnv:
         state0 = self.state[rows]  # read (`advanced`) before the state is written back
         out_state = out_state[:n]
         out_sensors = out_sensors[:n]
-        pool.rollout(
-            self._models[:n],
-            datas,
-            state0,
-            control,
-            control_spec=CONTROL_SPEC,
-            skip_checks=True,
-            nstep=self._nsub,
-            state=out_state,
-            sensordata=out_sensors,
-        )
+        if turn is not None:
+            turn.release()
+        try:
+            pool.rollout(
+                self._models[:n],
+                datas,
+                state0,
+                control,
+                control_spec=CONTROL_SPEC,
+                skip_checks=True,
+                nstep=self._nsub,
+                state=out_state,
+                sensordata=out_sensors,
+            )
+        finally:
+            if turn is not None:
+                turn.acquire()
         new_state = out_state[:, -1]
         sensors = out_sensors[:, -1]
         # rollout stops a world at its first MuJoCo warning (e.g. an unstable qacc): its clock

@@ -5,9 +5,10 @@ with DAPO's dynamic sampling when configured."""
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -186,8 +187,9 @@ def _parts_on_threads(env, policy: Policy, parts: list[slice], rows: list, devic
     """`collect_split`'s parts, each on a thread of its own (`_run_part`) -> per control step,
     per part, `(obs, raw, logp, mask)`."""
     env.use_parts(parts)
+    turn = threading.Lock()  # the parts' threads take turns at Python (`BatchedEnv.step_part`)
     with ThreadPoolExecutor(len(parts), thread_name_prefix="rollout-part") as pool:
-        futures = [pool.submit(_run_part, env, policy, p, r, device, deterministic, limit)
+        futures = [pool.submit(_run_part, env, policy, p, r, device, deterministic, limit, turn=turn)
                    for p, r in zip(parts, rows, strict=True)]  # fmt: skip
         wait(futures)  # every part's thread is done with the env before an error is raised
     records = [future.result() for future in futures]
@@ -228,16 +230,18 @@ def _parts_in_turn(env, policy: Policy, parts: list[slice], rows: list, device: 
 
 
 def _run_part(env, policy: Policy, part: slice, rows, device: torch.device, deterministic: bool,
-              limit: float, record: list[tuple] | None = None) -> list[tuple]:  # fmt: skip
+              limit: float, record: list[tuple] | None = None, turn: threading.Lock | None = None,
+              ) -> list[tuple]:  # fmt: skip
     """Part `part` of a `collect_split` on its own: sample its actions and step its physics
     (`env.step_part`) until its worlds have all ended or `limit` steps are recorded; returns
     `(obs, raw, logp, mask)` per control step. Given the `record` of such a run, only samples
     on to `limit` steps (the worlds have ended: nothing is stepped), as `collect` samples every
-    world until the last one of the batch has ended."""
+    world until the last one of the batch has ended. `turn`: held but for the physics calls, so
+    that parts on threads of their own run their Python one at a time."""
     sampling_on = record is not None
     record = [] if record is None else record
     try:
-        with torch.no_grad():
+        with turn if turn is not None else nullcontext(), torch.no_grad():
             while len(record) < limit:
                 live = ~env.done[part]
                 if not (live.any() or sampling_on):
@@ -246,7 +250,7 @@ def _run_part(env, policy: Policy, part: slice, rows, device: torch.device, dete
                 raw, action, logp = policy.sample(obs, rows, deterministic)
                 record.append((obs, raw, logp, torch.as_tensor(live, device=device)))
                 if live.any():
-                    env.step_part(action.cpu().numpy(), part)
+                    env.step_part(action.cpu().numpy(), part, turn)
     finally:
         env.end_part(part)  # the last part running steps on all the physics threads
     return record

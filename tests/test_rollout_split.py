@@ -331,6 +331,27 @@ def test_parts_step_on_physics_of_their_own_from_threads_at_once_and_land_where_
     env.step_part(actions, halves[1])
     assert whole_pool_calls == [6]
     env._pool = pool
+
+    # `turn`: held by the caller, released for the physics call alone, held again after it (an error too)
+    turn, seen = threading.Lock(), []
+    lane = env._lanes[(6, 12)]
+    real = lane.pool
+
+    class WatchingPool:
+        def rollout(self, *args, **kwargs):
+            seen.append(turn.locked())
+            if len(seen) == 2:
+                raise RuntimeError("physics failed")
+            return real.rollout(*args, **kwargs)
+
+    lane.pool = WatchingPool()
+    with turn:
+        env.step_part(actions, halves[1], turn)
+        assert seen == [False] and turn.locked()
+        with pytest.raises(RuntimeError, match="physics failed"):
+            env.step_part(actions, halves[1], turn)
+        assert turn.locked()
+    lane.pool = real
     with pytest.raises(ValueError, match=r"step_part needs one of the parts given to use_parts .*slice\(0, 4, None\)"):
         env.step_part(np.zeros((4, env.action_dim)), slice(0, 4))
     env.close(), reference.close()

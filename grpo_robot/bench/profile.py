@@ -132,9 +132,9 @@ class ProfiledEnv:
         self._record_part(actions, worlds)
         return self.env.step_async(actions, worlds)
 
-    def step_part(self, actions, worlds: slice) -> None:
+    def step_part(self, actions, worlds: slice, turn=None) -> None:
         self._record_part(actions, worlds)
-        self.env.step_part(actions, worlds)
+        self.env.step_part(actions, worlds, turn)
 
     def step(self, actions):
         env = self.env
