@@ -68,6 +68,9 @@ class BatchedEnv:
     # of its own, policy and physics (`use_parts`, `step_part`); False: one thread samples every
     # part while the parts' physics take turns on the one pool (`rollout.parallel_parts`)
     parallel_parts: bool = False
+    # with `parallel_parts`: the parts' threads run their Python one at a time, each releasing a
+    # lock only for its physics calls (`step_part`'s `turn`; `rollout.take_turns`)
+    take_turns: bool = True
 
     def __init__(
         self,

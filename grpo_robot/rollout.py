@@ -187,7 +187,8 @@ def _parts_on_threads(env, policy: Policy, parts: list[slice], rows: list, devic
     """`collect_split`'s parts, each on a thread of its own (`_run_part`) -> per control step,
     per part, `(obs, raw, logp, mask)`."""
     env.use_parts(parts)
-    turn = threading.Lock()  # the parts' threads take turns at Python (`BatchedEnv.step_part`)
+    # the parts' threads take turns at Python (`BatchedEnv.step_part`)
+    turn = threading.Lock() if getattr(env, "take_turns", True) else None
     with ThreadPoolExecutor(len(parts), thread_name_prefix="rollout-part") as pool:
         futures = [pool.submit(_run_part, env, policy, p, r, device, deterministic, limit, turn=turn)
                    for p, r in zip(parts, rows, strict=True)]  # fmt: skip

@@ -125,6 +125,7 @@ class Trainer:
         else:
             if hasattr(self.env, "parallel_parts"):
                 self.env.parallel_parts = cfg.rollout.parallel_parts
+                self.env.take_turns = cfg.rollout.take_turns
             self.sampler = GroupSampler(self.env, cfg.seed, algo.groups_per_iter, algo.group_size, self.device,
                                         cfg.env.outcome == "final_step", tuple(sampling.keep_range)
                                         if sampling.enabled else None, sampling.max_rounds,

@@ -193,10 +193,11 @@ def test_a_split_that_would_change_the_numbers_is_dropped():
 
 def test_training_with_any_split_and_thread_setting_gives_the_same_parameters(tmp_path):
     results = []
-    for split, threads, parallel in ((1, None, False), (2, 1, False), (3, 2, False), (2, 1, True)):
-        cfg = small_config(rollout=RolloutConfig(split=split, policy_threads=threads, parallel_parts=parallel),
-                           policy=PolicyConfig(hidden_sizes=[32, 32], init_std=1.0))  # fmt: skip
-        trainer = Trainer(cfg, tmp_path / f"split{split}")
+    for split, threads, parallel, turns in ((1, None, False, True), (2, 1, False, True), (3, 2, False, True),
+                                            (2, 1, True, True), (2, 1, True, False)):  # fmt: skip
+        rollout = RolloutConfig(split=split, policy_threads=threads, parallel_parts=parallel, take_turns=turns)
+        cfg = small_config(rollout=rollout, policy=PolicyConfig(hidden_sizes=[32, 32], init_std=1.0))
+        trainer = Trainer(cfg, tmp_path / f"run{len(results)}")
         trainer.run()
         results.append(params(trainer))
         trainer.close()

@@ -230,7 +230,8 @@ def cmd_profile(args: argparse.Namespace) -> None:
           + f", {parts['after']['steps'] / n:,.0f} env steps each, alternating; mean s per iteration")  # fmt: skip
     threads = "null" if after.policy_threads is None else after.policy_threads
     print(f"before: {' '.join(before)}; after: rollout.split={after.split} rollout.policy_threads={threads} "
-          f"rollout.parallel_parts={str(after.parallel_parts).lower()}\n")  # fmt: skip
+          f"rollout.parallel_parts={str(after.parallel_parts).lower()} "
+          f"rollout.take_turns={str(after.take_turns).lower()}\n")  # fmt: skip
     print("| part | before | after |")
     print("| --- | ---: | ---: |")
     for key, name in (

@@ -301,6 +301,10 @@ class RolloutConfig:
     # one thread samples every part while their physics take turns on one pool of all the physics
     # threads (false). The batch is the same either way (docs/benchmarks.md)
     parallel_parts: bool = True
+    # parts on threads of their own: each holds a lock but for its physics calls, so the parts run
+    # their Python (policy, bookkeeping) one at a time instead of trading the GIL op by op (true);
+    # the batch is the same either way
+    take_turns: bool = True
     # torch CPU threads while the policy samples actions in a rollout (restored for the update):
     # the physics owns the cores then, and idle torch threads spin on them; null = leave torch's
     policy_threads: int | None = 1
