@@ -10,7 +10,8 @@
 #      ("before") against split ("after", each part a rollout of its own on a thread of its own),
 #      with the physical limit replayed after each iteration; then the split's parts sampled by
 #      one thread and taking turns on one physics pool (`rollout.parallel_parts=false`, "before")
-#      against the default ("after");
+#      against the default ("after"); then the parts trading the GIL (`rollout.take_turns=false`)
+#      against taking turns at Python (the default);
 #   4. the default job from scratch on each seed of SEEDS to 90% on the 200 held-out seeds
 #      (`target_success=0.9 eval_every=10`), at most TRAIN_MIN minutes of training each;
 # Logs and each run's summary.json land in $OUT; the last lines printed are the table of section 4.
@@ -46,6 +47,8 @@ echo "== 3. profile"
 timeout 150 $PY scripts/benchmark.py profile --iterations 3 2>&1 | tee "$OUT/profile.log"
 echo "== 3b. profile: the split's parts on threads of their own against taking turns on one pool"
 timeout 150 $PY scripts/benchmark.py profile --iterations 3 --before rollout.parallel_parts=false 2>&1 | tee "$OUT/profile_parts.log"
+echo "== 3c. profile: the parts' turns at Python (held across the policy's host-device round trip on a GPU)"
+timeout 150 $PY scripts/benchmark.py profile --iterations 3 --before rollout.take_turns=false 2>&1 | tee "$OUT/profile_turns.log"
 
 echo "== 4. default job from scratch to 90%"
 for s in $SEEDS; do
