@@ -189,15 +189,36 @@ def _parts_on_threads(env, policy: Policy, parts: list[slice], rows: list, devic
     env.use_parts(parts)
     # the parts' threads take turns at Python (`BatchedEnv.step_part`)
     turn = threading.Lock() if getattr(env, "take_turns", True) else None
-    with ThreadPoolExecutor(len(parts), thread_name_prefix="rollout-part") as pool:
-        futures = [pool.submit(_run_part, env, policy, p, r, device, deterministic, limit, turn=turn)
-                   for p, r in zip(parts, rows, strict=True)]  # fmt: skip
-        wait(futures)  # every part's thread is done with the env before an error is raised
+    stop = threading.Event()  # the rollout was abandoned (a signal): the parts stop at their next step
+    pool = ThreadPoolExecutor(len(parts), thread_name_prefix="rollout-part")
+    futures = [pool.submit(_run_part, env, policy, p, r, device, deterministic, limit, turn=turn, stop=stop)
+               for p, r in zip(parts, rows, strict=True)]  # fmt: skip
+    try:
+        wait(futures)
+    except BaseException:
+        stop.set()
+        raise
+    finally:
+        _join(pool)  # no part's thread outlives the rollout, whatever interrupts it
     records = [future.result() for future in futures]
     length = max(map(len, records))
     for part, r, record in zip(parts, rows, records, strict=True):  # ended sooner: sampled on, as `collect` does
         _run_part(env, policy, part, r, device, deterministic, length, record)
     return [list(step) for step in zip(*records, strict=True)]
+
+
+def _join(pool: ThreadPoolExecutor) -> None:
+    """Wait for `pool`'s threads to end, through any exception raised meanwhile in this thread (a
+    second signal: `Interrupted`); the last one is raised once they have."""
+    caught: BaseException | None = None
+    while True:
+        try:
+            pool.shutdown(wait=True)
+            break
+        except BaseException as err:  # noqa: BLE001  (raised below, once the threads are done)
+            caught = err
+    if caught is not None:
+        raise caught
 
 
 def _parts_in_turn(env, policy: Policy, parts: list[slice], rows: list, device: torch.device,
@@ -232,18 +253,19 @@ def _parts_in_turn(env, policy: Policy, parts: list[slice], rows: list, device: 
 
 def _run_part(env, policy: Policy, part: slice, rows, device: torch.device, deterministic: bool,
               limit: float, record: list[tuple] | None = None, turn: threading.Lock | None = None,
-              ) -> list[tuple]:  # fmt: skip
+              stop: threading.Event | None = None) -> list[tuple]:  # fmt: skip
     """Part `part` of a `collect_split` on its own: sample its actions and step its physics
     (`env.step_part`) until its worlds have all ended or `limit` steps are recorded; returns
     `(obs, raw, logp, mask)` per control step. Given the `record` of such a run, only samples
     on to `limit` steps (the worlds have ended: nothing is stepped), as `collect` samples every
     world until the last one of the batch has ended. `turn`: held but for the physics calls, so
-    that parts on threads of their own run their Python one at a time."""
+    that parts on threads of their own run their Python one at a time. `stop`, once set: no
+    further step (the rollout was abandoned)."""
     sampling_on = record is not None
     record = [] if record is None else record
     try:
         with turn if turn is not None else nullcontext(), torch.no_grad():
-            while len(record) < limit:
+            while len(record) < limit and not (stop is not None and stop.is_set()):
                 live = ~env.done[part]
                 if not (live.any() or sampling_on):
                     break

@@ -5,6 +5,7 @@ either. And the kinematic reset equals a full `mj_forward` reset."""
 
 from __future__ import annotations
 
+import signal
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -389,4 +390,33 @@ def test_parts_on_threads_of_their_own_stop_at_the_training_horizon_and_pass_on_
         run(2, True, FailsOnSecondPart())
     assert env.steps[:8].tolist() == [10] * 8 and env.steps[8:].tolist() == [3] * 8
     assert not [t for t in threading.enumerate() if t.name.startswith("rollout-part")]
+    env.close()
+
+
+def test_an_abandoned_rollout_stops_its_parts_at_their_next_step():
+    """A signal in the main thread while the parts run on threads of their own (a Ctrl-C abandoning
+    the iteration): the error comes out of `collect` once every part's thread has ended, and the
+    parts stopped at their next step instead of running their episodes out."""
+
+    class Abandoned(BaseException):
+        pass
+
+    def abandon(signum, frame):
+        raise Abandoned
+
+    env = BatchedEnv("PushCube", 64, nthread=2)
+    env.parallel_parts = True
+    torch.manual_seed(0)
+    policy = build_policy("gaussian", env.obs_dim, env.action_dim, hidden_sizes=[32, 32], init_std=1.0)
+    previous = signal.signal(signal.SIGALRM, abandon)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        with pytest.raises(Abandoned):
+            collect(env, policy, group_seeds(np.arange(8), 8), torch.device("cpu"), iteration_generator(0, 0, "cpu"),
+                    split=2)  # fmt: skip
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert not [t for t in threading.enumerate() if t.name.startswith("rollout-part")]
+    assert 0 < env.steps.max() < env.horizon  # stopped well before the episode's end
     env.close()
