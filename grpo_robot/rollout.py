@@ -191,9 +191,11 @@ def _parts_on_threads(env, policy: Policy, parts: list[slice], rows: list, devic
     turn = threading.Lock() if getattr(env, "take_turns", True) else None
     stop = threading.Event()  # the rollout was abandoned (a signal): the parts stop at their next step
     pool = ThreadPoolExecutor(len(parts), thread_name_prefix="rollout-part")
-    futures = [pool.submit(_run_part, env, policy, p, r, device, deterministic, limit, turn=turn, stop=stop)
-               for p, r in zip(parts, rows, strict=True)]  # fmt: skip
+    futures = []
     try:
+        for p, r in zip(parts, rows, strict=True):
+            job = pool.submit(_run_part, env, policy, p, r, device, deterministic, limit, turn=turn, stop=stop)
+            futures.append(job)
         wait(futures)
     except BaseException:
         stop.set()
