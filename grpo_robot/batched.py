@@ -138,8 +138,9 @@ class BatchedEnv:
 
     @property
     def physics_seconds(self) -> float:
-        """Wall time spent in the physics since construction: `step`'s calls, plus the mean over
-        the parts of `use_parts` of each one's own (they run side by side)."""
+        """Wall time spent in the physics calls (`mujoco.rollout` alone) since construction:
+        `step`'s, plus the mean over the parts of `use_parts` of each one's own (they run side by
+        side). A part's wait for its turn at Python after its call is not in it."""
         lanes = [lane.seconds for lane in self._lanes.values()]
         return self._main_seconds + (sum(lanes) / len(lanes) if lanes else 0.0)
 
@@ -308,18 +309,19 @@ class BatchedEnv:
     def _timed_simulate(self, idx: np.ndarray, act: np.ndarray, lane: _Lane | None = None,
                         whole_pool: bool = False, turn: threading.Lock | None = None) -> None:  # fmt: skip
         if len(idx):
-            start = time.perf_counter()
-            self._simulate(idx, act, lane, whole_pool, turn)
+            seconds = self._simulate(idx, act, lane, whole_pool, turn)
             if lane is None:
-                self._main_seconds += time.perf_counter() - start
+                self._main_seconds += seconds
             else:
-                lane.seconds += time.perf_counter() - start
+                lane.seconds += seconds
 
     def _simulate(self, idx: np.ndarray, act: np.ndarray, lane: _Lane | None = None, whole_pool: bool = False,
-                  turn: threading.Lock | None = None) -> None:  # fmt: skip
+                  turn: threading.Lock | None = None) -> float:  # fmt: skip
         """One control step of worlds `idx`; on `lane`'s physics, or with `whole_pool` on the env's
         pool of all the threads into the lane's buffers (the last part running, `end_part`);
-        `turn` (held by the caller) is released for the physics call (`step_part`)."""
+        `turn` (held by the caller) is released for the physics call (`step_part`).
+        -> the seconds of the physics call alone (`physics_seconds`): neither the wait for `turn`
+        after it nor the bookkeeping around it."""
         n = len(idx)
         nu = self._nu
         pool, datas, control, out_state, out_sensors = (
@@ -339,6 +341,7 @@ class BatchedEnv:
         out_sensors = out_sensors[:n]
         if turn is not None:
             turn.release()
+        start = time.perf_counter()
         try:
             pool.rollout(
                 self._models[:n],
@@ -352,6 +355,7 @@ class BatchedEnv:
                 sensordata=out_sensors,
             )
         finally:
+            seconds = time.perf_counter() - start
             if turn is not None:
                 turn.acquire()
         new_state = out_state[:, -1]
@@ -380,6 +384,7 @@ class BatchedEnv:
         if self.terminate_on_success:
             self.terminated[rows] = self.success[rows]
         self.truncated[rows] = ((self.steps[rows] >= self.horizon) | self.failed[rows]) & ~self.terminated[rows]
+        return seconds
 
 
 class _Lane:

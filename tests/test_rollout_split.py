@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
@@ -353,6 +354,27 @@ def test_parts_step_on_physics_of_their_own_from_threads_at_once_and_land_where_
         with pytest.raises(RuntimeError, match="physics failed"):
             env.step_part(actions, halves[1], turn)
         assert turn.locked()
+
+    # the part's physics seconds are the physics call's alone, not the wait for `turn` after it
+    taken, hold = threading.Event(), 0.3
+
+    def other_part():
+        with turn:
+            taken.set()
+            time.sleep(hold)
+
+    class OvertakenPool:
+        def rollout(self, *args, **kwargs):
+            threading.Thread(target=other_part).start()
+            taken.wait()  # the other part holds the turn while this physics call runs
+            return real.rollout(*args, **kwargs)
+
+    lane.pool = OvertakenPool()
+    before, start = lane.seconds, time.perf_counter()
+    with turn:
+        env.step_part(actions, halves[1], turn)
+    assert time.perf_counter() - start >= hold  # the call waited for its turn back
+    assert 0 < lane.seconds - before < hold / 3
     lane.pool = real
     with pytest.raises(ValueError, match=r"step_part needs one of the parts given to use_parts .*slice\(0, 4, None\)"):
         env.step_part(np.zeros((4, env.action_dim)), slice(0, 4))
