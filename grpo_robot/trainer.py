@@ -15,8 +15,10 @@ stopped (`"stopped"`: iterations, max_env_steps, time_limit_min, target_success,
 
 Metric names (TensorBoard, x-axis = env steps):
   charts/  train_success, eval_success, eval_success_low, eval_success_high, mixed_groups,
-           mean_abs_advantage, failed_worlds, env_steps_per_s, learning_rate; with dynamic sampling also
-           groups_drawn, groups_kept, drawn_success (train_success is then over kept groups);
+           episode_steps, success_steps, success_steps_max (control steps of the training rollouts:
+           all, and the successful ones), mean_abs_advantage, failed_worlds, env_steps_per_s,
+           learning_rate; with dynamic sampling also groups_drawn, groups_kept, drawn_success
+           (train_success is then over kept groups);
            with algo.std_anneal also std_cap;
            with a critic (algo=ppo) also explained_variance
   losses/  policy_loss, clip_fraction, approx_kl, kl_ref, entropy, grad_norm, skipped_fraction
@@ -46,7 +48,7 @@ from grpo_robot.evaluation import EvalResult, evaluate
 from grpo_robot.gym_vector import EnvFailure
 from grpo_robot.hooks import Hook, IterationRecord, default_hooks
 from grpo_robot.policies import Policy, build_policy
-from grpo_robot.rollout import GroupSampler, RolloutError
+from grpo_robot.rollout import Batch, GroupSampler, RolloutError
 from grpo_robot.seeding import STREAM_EVAL, eval_seeds, iteration_generator
 from grpo_robot.signals import Interrupted, SignalGuard
 from grpo_robot.start_replay import start_replay
@@ -59,6 +61,19 @@ if TYPE_CHECKING:
 # that keeps going non-finite, a file that cannot be written
 RUN_ERRORS: tuple[type[BaseException], ...] = (TrainingDiverged, EnvFailure, RolloutError, checkpoint.WriteError,
                                                checkpoint.NonFiniteError)  # fmt: skip
+
+
+def episode_scalars(batch: Batch) -> dict[str, float]:
+    """Control steps per training rollout: `charts/episode_steps` (mean over all), and over the
+    successful ones `charts/success_steps` (mean) and `charts/success_steps_max` (left out when none
+    succeeded). Failures run to the training horizon; when the successes end well inside it,
+    `algo.train_horizon` cuts the failures short and spends fewer env steps on them."""
+    steps = batch.mask.sum(0).float()
+    scalars = {"charts/episode_steps": steps.mean().item()}
+    won = steps[batch.success > 0.5]
+    if len(won):
+        scalars.update({"charts/success_steps": won.mean().item(), "charts/success_steps_max": won.max().item()})
+    return scalars
 
 
 class Trainer:
@@ -195,6 +210,7 @@ class Trainer:
             "charts/train_success": batch.success.mean().item(),
             "charts/mixed_groups": mixed_fraction(batch.success.view(-1, self.cfg.algo.group_size)),
             "charts/failed_worlds": batch.failed.float().mean().item(),
+            **episode_scalars(batch),
             "charts/env_steps_per_s": batch.simulated_steps / (t1 - t0),
             "charts/learning_rate": self.learner.lr,
             "time/rollout_s": t1 - t0,

@@ -18,7 +18,8 @@ from grpo_robot import checkpoint
 from grpo_robot.config import AlgoConfig, EnvConfig, KLConfig, PolicyConfig, TrainConfig
 from grpo_robot.hooks import Hook
 from grpo_robot.policies.gaussian import GaussianPolicy
-from grpo_robot.trainer import Trainer
+from grpo_robot.rollout import Batch
+from grpo_robot.trainer import Trainer, episode_scalars
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -96,6 +97,9 @@ def test_short_training_run_beats_initial_policy(tmp_path):
         "charts/eval_success_low",
         "charts/eval_success_high",
         "charts/mixed_groups",
+        "charts/episode_steps",
+        "charts/success_steps",
+        "charts/success_steps_max",
         "charts/mean_abs_advantage",
         "charts/env_steps_per_s",
         "charts/learning_rate",
@@ -111,6 +115,17 @@ def test_short_training_run_beats_initial_policy(tmp_path):
     assert expected <= tags, expected - tags
     (final,) = events.Scalars("charts/eval_success")
     assert final.value == pytest.approx(after) and final.step == summary["env_steps"]
+
+
+def test_episode_scalars_count_the_valid_steps_of_all_and_of_the_successful_rollouts():
+    lengths, success = [3, 7, 10, 10], [1.0, 1.0, 0.0, 0.0]
+    mask = torch.arange(10)[:, None] < torch.tensor(lengths)[None, :]
+    batch = Batch(torch.zeros(10, 4, 2), torch.zeros(10, 4, 1), torch.zeros(10, 4, 1), mask, torch.tensor(success),
+                  torch.zeros(4, dtype=torch.bool))  # fmt: skip
+    assert episode_scalars(batch) == {"charts/episode_steps": 7.5, "charts/success_steps": 5.0,
+                                      "charts/success_steps_max": 7.0}  # fmt: skip
+    none_won = Batch(batch.obs, batch.raw, batch.logp, mask, torch.zeros(4), batch.failed)
+    assert episode_scalars(none_won) == {"charts/episode_steps": 7.5}
 
 
 def test_two_runs_with_same_seed_are_identical(tmp_path):
