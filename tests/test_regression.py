@@ -25,9 +25,10 @@ COMMON = ("device=cpu", "iterations=3", "eval_every=1000", "eval_seeds=4", "prog
 # PushCube from scratch gives no success in 3 iterations (so no GRPO-family update): the
 # group-advantage variants run on Reach, where random rollouts succeed and every term is exercised.
 # "default" pins the default job as its hashes were recorded, before its start curriculum (which
-# changes only which starts it draws; tests/test_curriculum.py holds that to account)
+# changes only which starts it draws; tests/test_curriculum.py holds that to account), its std
+# bound and its training horizon (tests/test_train_horizon.py)
 CASES = {
-    "default": ("algo.curriculum.start=null",),
+    "default": ("algo.curriculum.start=null", "policy.max_std=null", "algo.train_horizon=null"),
     "ppo": ("algo=ppo", "algo.groups_per_iter=128"),  # a quarter of the batch: every term, less time
     "grpo_reach": ("env=reach",),
     "dr_grpo": ("algo=dr_grpo", "env=reach"),
