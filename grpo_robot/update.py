@@ -101,7 +101,8 @@ class Learner:
         moments_after = [v for p in self.params for k, v in state.get(p, {}).items()
                          if k != "step" and torch.is_tensor(v) and v.is_floating_point()]  # fmt: skip
         after = [p.detach() for p in self.params] + moments_after
-        if torch.stack([torch.isfinite(t).all() for t in after]).all():  # one device sync
+        # one sum in float64 (no float32 value can overflow it; a NaN or an inf carries through), one device sync
+        if torch.cat([t.reshape(-1) for t in after]).sum(dtype=torch.float64).isfinite():
             return True
         with torch.no_grad():
             for p, before in zip(self.params, params, strict=True):
@@ -156,17 +157,18 @@ class Learner:
                 in_mb = torch.zeros(n_traj, dtype=torch.bool, device=device)
                 in_mb[members] = True
                 sel = in_mb[traj] & keep
-                if not sel.any():
+                rows = sel.nonzero().squeeze(1)  # the mask's rows, found once for every tensor below
+                if len(rows) == 0:
                     continue
-                logp, entropy = policy.log_probs(obs[sel], raw[sel])
-                adv = advantages[sel]
+                logp, entropy = policy.log_probs(obs[rows], raw[rows])
+                adv = advantages[rows]
                 if cfg.normalize_advantages and len(adv) > 1:
                     adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-                layout = Layout(traj[sel], lengths, members, self.horizon)
-                ref = None if logp_ref is None else logp_ref[sel]
-                loss, metrics = self.policy_loss(logp, logp_old[sel], adv, layout, cfg, ref, entropy)
+                layout = Layout(traj[rows], lengths, members, self.horizon)
+                ref = None if logp_ref is None else logp_ref[rows]
+                loss, metrics = self.policy_loss(logp, logp_old[rows], adv, layout, cfg, ref, entropy)
                 for module in self.extra:
-                    extra_loss, extra_metrics = module.loss(policy, obs[sel], sel)
+                    extra_loss, extra_metrics = module.loss(policy, obs[rows], sel)
                     loss = loss + extra_loss
                     metrics.update(extra_metrics)
                 self.optimizer.zero_grad(set_to_none=True)

@@ -21,6 +21,7 @@ from grpo_robot.algo import (
 )
 from grpo_robot.config import AlgoConfig, ClipConfig, KLConfig
 from grpo_robot.policies import GaussianPolicy
+from grpo_robot.policies.base import Tanh, _SigmoidTanh
 from grpo_robot.rollout import Batch
 from grpo_robot.stats import wilson_interval
 from grpo_robot.update import GroupAdvantages
@@ -194,6 +195,36 @@ def test_gaussian_log_prob_is_of_the_sampled_action_and_env_gets_it_clipped():
     expected = torch.distributions.Normal(mean, log_std.exp()).log_prob(raw).sum(-1)
     assert torch.allclose(logp, expected, atol=1e-5)
     assert (raw.abs() > 1).any() and (action == raw.clamp(-1, 1)).all()
+
+
+def test_hidden_tanh_matches_torch_tanh_in_value_and_gradient():
+    # the hidden layers' tanh takes the sigmoid form for float32 on the CPU (policies/base.py)
+    x = torch.cat([torch.linspace(-30, 30, 200_001), torch.tensor([0.0, -0.0, 1e-30, -1e-30, 88.0, -88.0, 1e4])])
+    x.requires_grad_(True)
+    y = Tanh()(x)
+    y.backward(torch.ones_like(x))
+    exact = torch.tanh(x.detach().double())
+    assert (y.detach().double() - exact).abs().max().item() < 2e-7
+    assert y.detach().abs().max().item() == 1.0  # saturates at +-1, never past
+    assert (x.grad.double() - (1 - exact**2)).abs().max().item() < 5e-7
+    special = Tanh()(torch.tensor([float("inf"), -float("inf"), float("nan")]))
+    assert special[:2].tolist() == [1.0, -1.0] and special[2].isnan()
+    x64 = torch.randn(16, dtype=torch.float64, requires_grad=True)
+    assert torch.equal(Tanh()(x64), torch.tanh(x64))  # other dtypes (and devices) take torch.tanh
+    assert torch.autograd.gradcheck(_SigmoidTanh.apply, (x64,))  # the form's own backward, in float64
+
+
+def test_activation_torch_tanh_gives_the_same_policy_to_float_rounding():
+    torch.manual_seed(0)
+    fast = GaussianPolicy(22, 4, hidden_sizes=[128, 128], init_std=0.5)
+    torch.manual_seed(0)
+    ref = GaussianPolicy(22, 4, hidden_sizes=[128, 128], init_std=0.5, activation="torch_tanh")
+    assert any(isinstance(m, Tanh) for m in fast.modules())
+    assert not any(isinstance(m, Tanh) for m in ref.modules())
+    obs = torch.randn(512, 22) * 3
+    mean_fast, mean_ref = fast.distribution(obs)[0], ref.distribution(obs)[0]
+    assert not torch.equal(mean_fast, mean_ref)  # two computations ...
+    assert torch.allclose(mean_fast, mean_ref, rtol=0, atol=1e-5)  # ... of one function
 
 
 def test_wilson_interval_known_values():
