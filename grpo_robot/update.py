@@ -135,8 +135,13 @@ class Learner:
         cfg, policy, device = self.cfg, self.policy, self.device
         obs, raw, logp_old, traj, lengths = batch.packed()  # logp_old: [S, n_tokens]
         n_traj = len(lengths)
-        every_step = every_step or cfg.kl.beta > 0 or cfg.entropy_coef > 0
-        keep = gradient_steps(advantages, every_step)
+        every_step = every_step or cfg.kl.beta > 0
+        # An entropy bonus counts every step, zero advantage or not. Where the policy's entropy
+        # depends on no observation, a zero-advantage step's bonus is scored without its forward
+        # pass (`idle` below): the same loss and gradient, for the steps that move the policy only.
+        free_entropy = (cfg.entropy_coef > 0 and not (every_step or cfg.normalize_advantages or cfg.forward_every_step)
+                        and policy.state_free_entropy(0) is not None)  # fmt: skip
+        keep = gradient_steps(advantages, every_step or (cfg.entropy_coef > 0 and not free_entropy))
         logp_ref = None
         if self.reference is not None:
             with torch.no_grad():
@@ -158,21 +163,36 @@ class Learner:
                 in_mb[members] = True
                 sel = in_mb[traj] & keep
                 rows = sel.nonzero().squeeze(1)  # the mask's rows, found once for every tensor below
-                if len(rows) == 0:
+                idle = (in_mb[traj] & ~keep).nonzero().squeeze(1) if free_entropy else rows[:0]
+                if len(rows) == 0 and len(idle) == 0:
                     continue
-                logp, entropy = policy.log_probs(obs[rows], raw[rows])
-                adv = advantages[rows]
-                if cfg.normalize_advantages and len(adv) > 1:
-                    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-                layout = Layout(traj[rows], lengths, members, self.horizon)
-                ref = None if logp_ref is None else logp_ref[rows]
-                loss, metrics = self.policy_loss(logp, logp_old[rows], adv, layout, cfg, ref, entropy)
-                for module in self.extra:
-                    extra_loss, extra_metrics = module.loss(policy, obs[rows], sel)
-                    loss = loss + extra_loss
-                    metrics.update(extra_metrics)
+                loss, metrics = None, {}
+                if len(rows):
+                    logp, entropy = policy.log_probs(obs[rows], raw[rows])
+                    adv = advantages[rows]
+                    if cfg.normalize_advantages and len(adv) > 1:
+                        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+                    layout = Layout(traj[rows], lengths, members, self.horizon)
+                    ref = None if logp_ref is None else logp_ref[rows]
+                    loss, metrics = self.policy_loss(logp, logp_old[rows], adv, layout, cfg, ref, entropy)
+                    for module in self.extra:
+                        extra_loss, extra_metrics = module.loss(policy, obs[rows], sel)
+                        loss = loss + extra_loss
+                        metrics.update(extra_metrics)
+                if len(idle):  # the bonus alone: ratio 1 and advantage 0 leave no other term, and
+                    # every aggregation sums its elements over denominators fixed by the layout
+                    layout = Layout(traj[idle], lengths, members, self.horizon)
+                    unmoved = logp_old[idle]
+                    idle_loss, idle_metrics = self.policy_loss(unmoved, unmoved, advantages[idle], layout, cfg, None,
+                                                               policy.state_free_entropy(len(idle)))  # fmt: skip
+                    loss = idle_loss if loss is None else loss + idle_loss
+                    metrics = metrics or {"entropy": idle_metrics["entropy"]}  # the rest describe moved steps
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
+                if free_entropy:  # weights the pass did not reach get its zero gradient: Adam's moments decay alike
+                    for p in self.params:
+                        if p.grad is None:
+                            p.grad = torch.zeros_like(p)
                 grad_norm = torch.nn.utils.clip_grad_norm_(self.params, max_norm)
                 if not (torch.isfinite(loss) and torch.isfinite(grad_norm)) or not self._guarded_step():
                     stats.setdefault("skipped_fraction", []).append(1.0)  # a NaN never reaches the weights

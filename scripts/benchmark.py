@@ -99,6 +99,8 @@ def main(argv: list[str] | None = None) -> None:
     update.add_argument("overrides", nargs="*", help="Hydra overrides of every policy, e.g. policy.bins=64")
     prof = sub.add_parser("profile", help="one training iteration of the default job, split by part")
     prof.add_argument("--iterations", type=int, default=3)
+    prof.add_argument("--warmup", type=int, default=0,
+                      help="untimed iterations of each variant first (a run that has begun to succeed)")
     prof.add_argument("--before", nargs="+", metavar="OVERRIDE",
                       help=f"the baseline's overrides (default: {' '.join(profile.BEFORE)})")
     prof.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. policy=tokenized_factorized")

@@ -20,11 +20,13 @@ import torch
 from grpo_robot.cli import compose_train_config
 from grpo_robot.trainer import Trainer
 
-# every run: 3 iterations on the CPU, a short evaluation (it does not touch the weights), and the
-# hidden layers' tanh as torch computes it, as when the hashes were recorded (the default "tanh"
-# now takes a sigmoid form on the CPU that is within 2e-7 of it: tests/test_algo.py)
+# every run: 3 iterations on the CPU, a short evaluation (it does not touch the weights), and two
+# ways of computing that give the same math to float rounding, as when the hashes were recorded:
+# the hidden layers' tanh as torch computes it (the default "tanh" now takes a sigmoid form on the
+# CPU, within 2e-7 of it: tests/test_algo.py), and every step's forward pass in the update (a
+# zero-advantage step's entropy bonus now goes without one: tests/test_train.py)
 COMMON = ("device=cpu", "iterations=3", "eval_every=1000", "eval_seeds=4", "progress=false",
-          "policy.activation=torch_tanh")
+          "policy.activation=torch_tanh", "algo.forward_every_step=true")
 # PushCube from scratch gives no success in 3 iterations (so no GRPO-family update): the
 # group-advantage variants run on Reach, where random rollouts succeed and every term is exercised.
 # "default" pins the default job as its hashes were recorded, before its start curriculum (which

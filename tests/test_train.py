@@ -443,3 +443,69 @@ def test_an_adaptive_learning_rate_follows_the_kl_of_each_update(tmp_path):
     rates, kls = run(1e-9, 1e-2, [5e-3, 1e-2], tmp_path / "down")
     assert min(kls) > 2e-9
     assert rates == pytest.approx([1e-2, 1e-2 / 1.5, 5e-3, 5e-3, 5e-3, 5e-3], rel=1e-5)
+
+
+def _update_twice(batch: Batch, policy: GaussianPolicy, **algo) -> dict[bool, tuple[dict, dict, dict]]:
+    """One `Learner.update` of a copy of `policy` on `batch` with `algo.forward_every_step` true and
+    false -> {flag: (weights, metrics, Adam state)}."""
+    import copy
+
+    from grpo_robot.update import GroupAdvantages, Learner
+
+    out = {}
+    for every in (True, False):
+        p = copy.deepcopy(policy)
+        cfg = AlgoConfig(group_size=4, groups_per_iter=4, epochs=2, minibatches=2, forward_every_step=every, **algo)
+        learner = Learner(p, cfg, batch.obs.shape[0], 10, 0, torch.device("cpu"))
+        advantages, _ = GroupAdvantages(cfg).advantages(batch, p)
+        metrics = learner.update(batch, advantages, 0)
+        weights = {k: v.clone() for k, v in p.state_dict().items()}
+        out[every] = (weights, metrics, learner.optimizer.state_dict()["state"])
+    return out
+
+
+def _four_groups(success: list[int]) -> tuple[Batch, GaussianPolicy]:
+    """4 groups of 4 trajectories of 3-12 steps from a small Gaussian policy, with `success` outcomes."""
+    torch.manual_seed(0)
+    policy = GaussianPolicy(5, 2, hidden_sizes=[16], init_std=0.5)
+    obs = torch.randn(12, 16, 5)
+    with torch.no_grad():
+        raw, _, logp = policy.sample(obs.flatten(0, 1))
+    mask = torch.arange(12)[:, None] < torch.randint(3, 13, (16,))[None]
+    outcome = torch.tensor(success, dtype=torch.float32)
+    return Batch(obs, raw.view(12, 16, 2), logp.view(12, 16, 2), mask, outcome, outcome > 0), policy
+
+
+@pytest.mark.parametrize("ratio,aggregation", [("action", "seq-mean-token-mean"), ("token", "token-mean"),
+                                               ("sequence", "seq-mean-token-sum-norm")])  # fmt: skip
+def test_zero_advantage_steps_score_their_entropy_bonus_without_a_forward_pass(ratio, aggregation):
+    """With an entropy bonus and a free std, a zero-advantage step's only term is the bonus, which
+    depends on the std alone: the update scores it without the step's forward pass, and ends with
+    the weights, the Adam moments and the loss of the full pass, to float rounding."""
+    batch, policy = _four_groups([1, 0, 0, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 1, 0, 0])  # groups 2 and 3 unmixed
+    runs = _update_twice(batch, policy, entropy_coef=0.05, ratio=ratio, aggregation=aggregation)
+    (full_w, full_m, full_adam), (idle_w, idle_m, idle_adam) = runs[True], runs[False]
+    for key in full_w:
+        assert torch.allclose(full_w[key], idle_w[key], rtol=0, atol=1e-6), key
+        assert not torch.equal(full_w[key], policy.state_dict()[key]) or "obs_norm" in key  # the update moved it
+    for i in full_adam:
+        assert torch.allclose(full_adam[i]["exp_avg_sq"], idle_adam[i]["exp_avg_sq"], rtol=1e-4, atol=1e-12)
+    assert idle_m["policy_loss"] == pytest.approx(full_m["policy_loss"], abs=1e-6)
+    assert idle_m["entropy"] == pytest.approx(full_m["entropy"], abs=1e-6)
+    # what each minibatch scored differs: without the pass, the KL and clip fraction cover moved steps
+    assert idle_m["approx_kl"] != full_m["approx_kl"]
+
+
+def test_an_update_with_no_mixed_group_moves_only_the_std_as_the_full_pass_does():
+    """Every group failed: the entropy bonus is the whole loss. Without any forward pass the network
+    gets the zero gradient the full pass gives it (so Adam's step count and moments are the same),
+    and the std widens by the same step, bit for bit."""
+    batch, policy = _four_groups([0] * 16)
+    runs = _update_twice(batch, policy, entropy_coef=0.05)
+    (full_w, full_m, full_adam), (idle_w, idle_m, idle_adam) = runs[True], runs[False]
+    for key in full_w:
+        assert torch.equal(full_w[key], idle_w[key]), key
+    assert torch.equal(idle_w["log_std"], full_w["log_std"]) and (idle_w["log_std"] > policy.log_std).all()
+    assert [s["step"].item() for s in idle_adam.values()] == [s["step"].item() for s in full_adam.values()] == [4.0] * 5
+    assert idle_m["entropy"] == pytest.approx(full_m["entropy"])
+    assert "approx_kl" in full_m and "approx_kl" not in idle_m  # no step moved the policy's mean

@@ -89,6 +89,7 @@ class ProfiledEnv:
         self.observations: list[np.ndarray] = []  # per control step of every episode: [B, obs_dim]
         self._first = 0  # index in `observations` of the episode's first step
         self._lock = threading.Lock()  # parts on threads of their own record at once
+        self._physics_before = 0.0  # the env's physics seconds at the last `forget`
 
     def __getattr__(self, name):  # every other attribute of the GroupEnv interface
         return getattr(self.env, name)
@@ -96,6 +97,18 @@ class ProfiledEnv:
     @property
     def done(self) -> np.ndarray:
         return self.env.done
+
+    @property
+    def physics_seconds(self) -> float:
+        """The env's physics seconds since the last `forget`."""
+        return self.env.physics_seconds - self._physics_before
+
+    def forget(self) -> None:
+        """Drop what was recorded so far (warm-up iterations) and count physics from now."""
+        self.finish()
+        self.recordings.clear()
+        self.observations.clear()
+        self._physics_before = self.env.physics_seconds
 
     def finish(self) -> None:
         """Record how many control steps each world of the last episode took (its replay length)."""
@@ -161,9 +174,10 @@ def profiled_trainer(overrides: Sequence[str]):
     return Trainer(cfg, "/tmp/grpo-robot-profile-unused", env=env)
 
 
-def profile_parts(trainer, rollout_s: float, update_s: float, limit_s: float) -> dict[str, float]:
-    """Seconds of each part over the iterations a `profiled_trainer` ran, and the rates;
-    `limit_s`: the open-loop replay of the same episodes (`replay_seconds`)."""
+def profile_parts(trainer, rollout_s: float, update_s: float, limit_s: float, steps: int) -> dict[str, float]:
+    """Seconds of each part over the `steps` env steps a `profiled_trainer` ran since its env's
+    last `forget`, and the rates; `limit_s`: the open-loop replay of the same episodes
+    (`replay_seconds`)."""
     from grpo_robot.rollout import torch_threads
     from grpo_robot.seeding import iteration_generator
 
@@ -179,7 +193,6 @@ def profile_parts(trainer, rollout_s: float, update_s: float, limit_s: float) ->
     if trainer.device.type == "cuda":
         torch.cuda.synchronize()
     sample = time.perf_counter() - start
-    steps = trainer.env_steps
     return {
         "physics": env.physics_seconds,
         "sample": sample,
@@ -212,6 +225,11 @@ def cmd_profile(args: argparse.Namespace) -> None:
     before = tuple(args.before or BEFORE)
     variants = {"before": profiled_trainer([*args.overrides, *before]), "after": profiled_trainer(args.overrides)}
     replays = {name: LimitReplay(t.sampler.env.env, t.sampler.env.nthread) for name, t in variants.items()}
+    for trainer in variants.values():  # untimed: the state of a run that has begun to succeed
+        for _ in range(args.warmup):
+            trainer.train_iteration()
+        trainer.sampler.env.forget()
+    start_steps = {name: t.env_steps for name, t in variants.items()}
     times = {name: [0.0, 0.0, 0.0] for name in variants}  # rollout, update, limit
     for _ in range(args.iterations):
         for name, trainer in variants.items():
@@ -222,12 +240,15 @@ def cmd_profile(args: argparse.Namespace) -> None:
             times[name][0] += scalars["time/rollout_s"]
             times[name][1] += scalars["time/update_s"]
             times[name][2] += replay_seconds(replays[name], recordings[first:])
-    parts = {name: profile_parts(trainer, *times[name]) for name, trainer in variants.items()}
+    parts = {name: profile_parts(trainer, *times[name], trainer.env_steps - start_steps[name])
+             for name, trainer in variants.items()}  # fmt: skip
     n = args.iterations
     after = variants["after"].cfg.rollout
     print(f"machine: {machine.one_line()}; {batched.default_threads()} physics threads")
+    warm = f", after {args.warmup} untimed" if args.warmup else ""
     print(f"{n} iterations each of experiment=push_from_scratch {' '.join(args.overrides)}".rstrip()
-          + f", {parts['after']['steps'] / n:,.0f} env steps each, alternating; mean s per iteration")  # fmt: skip
+          + f"{warm}, {parts['after']['steps'] / n:,.0f} env steps each, alternating; "
+          "mean s per iteration")  # fmt: skip
     threads = "null" if after.policy_threads is None else after.policy_threads
     print(f"before: {' '.join(before)}; after: rollout.split={after.split} rollout.policy_threads={threads} "
           f"rollout.parallel_parts={str(after.parallel_parts).lower()} "

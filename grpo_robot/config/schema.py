@@ -229,6 +229,11 @@ class AlgoConfig:
     max_skipped_steps: int = 20
     normalize_advantages: bool = False  # standardize advantages per minibatch (PPO's usual practice)
     entropy_coef: float = 0.0
+    # true: every step of a minibatch goes through the policy's forward pass, as updates did before
+    # a zero-advantage step's entropy bonus was scored without one (where the entropy depends on no
+    # observation: a Gaussian with a free std, unsquashed). The same loss and gradient to float
+    # rounding, slower; for reproducing earlier runs to the bit and for side-by-side timing
+    forward_every_step: bool = False
     # correlation of each world's sampling noise from one control step to the next (AR(1), every
     # step's noise still the policy's own distribution): near 1 an exploring arm keeps a direction
     # for about 1 / (1 - rho) steps instead of jittering; 0 = independent draws at every step

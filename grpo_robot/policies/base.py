@@ -118,6 +118,13 @@ class Policy(nn.Module):
         """Per-token log-probs of `raw` and per-token entropy estimates, both `[..., n_tokens]`."""
         raise NotImplementedError
 
+    def state_free_entropy(self, rows: int) -> torch.Tensor | None:
+        """The per-token entropy `[rows, n_tokens]` that `log_probs` returns, where it depends on
+        no observation (a Gaussian with a free std, unsquashed), computed without a forward pass;
+        None where it does. The update then scores a zero-advantage step's entropy bonus from it
+        alone (grpo_robot/update.py). None by default."""
+        return None
+
     def raw_from_action(self, action: torch.Tensor) -> torch.Tensor:
         """A raw action that executes as (close to) `action [..., action_dim]` in [-1, 1]: the
         target that behaviour cloning scores with `log_probs`."""

@@ -124,6 +124,12 @@ class GaussianPolicy(Policy):
             raw = mean + noise * torch.exp(log_std)
         return raw, self.to_action(raw), self._log_probs(raw, mean, log_std)
 
+    def state_free_entropy(self, rows):
+        if self.squash or self.state_dependent_std:
+            return None
+        log_std = self.log_std.expand(rows, self.action_dim).clamp(self.log_std_min, self.log_std_max)
+        return log_std + 0.5 + HALF_LOG_2PI  # as log_probs computes it, op for op
+
     def log_probs(self, obs, raw):
         mean, log_std = self.distribution(obs)
         logp = self._log_probs(raw, mean, log_std)
