@@ -161,9 +161,10 @@ class Learner:
             for members in torch.randperm(n_traj, generator=shuffle).to(device).chunk(cfg.minibatches):
                 in_mb = torch.zeros(n_traj, dtype=torch.bool, device=device)
                 in_mb[members] = True
-                sel = in_mb[traj] & keep
+                member = in_mb[traj]
+                sel = member & keep
                 rows = sel.nonzero().squeeze(1)  # the mask's rows, found once for every tensor below
-                idle = (in_mb[traj] & ~keep).nonzero().squeeze(1) if free_entropy else rows[:0]
+                idle = (member & ~keep).nonzero().squeeze(1) if free_entropy else rows[:0]
                 if len(rows) == 0 and len(idle) == 0:
                     continue
                 loss, metrics = None, {}
