@@ -10,8 +10,8 @@ from torch import nn
 
 class _SigmoidTanh(torch.autograd.Function):
     """tanh(x) as 2 sigmoid(2x) - 1, with tanh's own backward, 1 - y^2, from the saved output.
-    On the CPU, torch's float32 tanh costs about six sigmoids; this form is within 2e-7 of it
-    (absolute) and takes under half the time forward and backward (docs/benchmarks.md)."""
+    On the CPU, torch's float32 tanh is several times as slow as its sigmoid; this form is within
+    2e-7 of it (absolute) and makes the default job's update 13-17% shorter (docs/benchmarks.md)."""
 
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
