@@ -101,10 +101,13 @@ class Evaluation(Hook):
     """Evaluates on the held-out seeds every `every` iterations and after the last one (and at
     the start from a pretrained policy or with `eval_at_start`); keeps the best checkpoint; ends
     the run at the first evaluation at `target` success or above, recording when (hooks after
-    it see `final` set)."""
+    it see `final` set). With `min_train_success`, a due evaluation is skipped while that
+    iteration's training success is below it: evaluation draws on streams of its own, so
+    training goes on exactly as it would have, and only the skipped evaluations' time is saved
+    (and the target found no earlier than the next evaluation that runs)."""
 
-    def __init__(self, every: int, target: float | None, at_start: bool) -> None:
-        self.every, self.target, self.at_start = every, target, at_start
+    def __init__(self, every: int, target: float | None, at_start: bool, min_train_success: float | None = None):
+        self.every, self.target, self.at_start, self.min_train_success = every, target, at_start, min_train_success
 
     def on_start(self, trainer: Trainer) -> None:
         if trainer.iteration == 0 and (trainer.pretrained is not None or self.at_start):
@@ -118,8 +121,12 @@ class Evaluation(Hook):
             trainer.stop = True  # the start already meets the target
 
     def after_iteration(self, trainer: Trainer, record: IterationRecord) -> None:
-        if record.iteration % self.every and not record.final:
-            return
+        if not record.final:
+            if record.iteration % self.every:
+                return
+            gate = self.min_train_success
+            if gate is not None and record.scalars.get("charts/train_success", 1.0) < gate:
+                return
         result = record.evaluation = trainer.evaluate()
         if self._reached(trainer, result):
             record.final = True
@@ -382,7 +389,7 @@ def default_hooks(cfg: TrainConfig) -> list[Hook]:
         *([StdAnneal(cfg.policy.init_std, anneal.final, anneal.iterations)] if anneal.final is not None else []),
         *([StartCurriculum(curriculum.start, curriculum.step, curriculum.threshold)]
           if curriculum.start is not None else []),  # fmt: skip
-        Evaluation(cfg.eval_every, cfg.target_success, cfg.eval_at_start),
+        Evaluation(cfg.eval_every, cfg.target_success, cfg.eval_at_start, cfg.eval_min_train_success),
         Checkpoints(cfg.checkpoint_every),
         *([TensorBoard()] if "tensorboard" in cfg.loggers else []),
         *([WandB(cfg)] if "wandb" in cfg.loggers else []),

@@ -312,6 +312,35 @@ def test_training_stops_at_the_target_success_and_records_when(tmp_path):
     assert torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=True)["iteration"] == target["iteration"]
 
 
+def test_evaluations_below_the_training_success_gate_are_skipped_and_training_is_unchanged(tmp_path):
+    class Seen(Hook):
+        def __init__(self):
+            self.rows = []  # (iteration, training success, evaluated)
+
+        def after_iteration(self, trainer, record):
+            self.rows.append((record.iteration, record.scalars["charts/train_success"], record.evaluation is not None))
+
+    def run(name, gate):
+        seen = Seen()
+        trainer = Trainer(small_config(iterations=8, eval_every=1, eval_min_train_success=gate), tmp_path / name,
+                          hooks=[seen])  # fmt: skip
+        summary = trainer.run()
+        return seen.rows, params(trainer), summary
+
+    rows, weights, summary = run("every", None)
+    assert all(evaluated for _, _, evaluated in rows)
+    successes = sorted(s for _, s, _ in rows[:-1])
+    gate = successes[len(successes) // 2]  # about half the iterations clear it
+    gated_rows, gated_weights, gated_summary = run("gated", gate)
+    assert [(i, s) for i, s, _ in gated_rows] == [(i, s) for i, s, _ in rows]  # the same training
+    assert all(torch.equal(gated_weights[k], weights[k]) for k in weights)
+    evaluated = [i for i, s, e in gated_rows if e]
+    expected = [i for i, s, _ in rows if s >= gate or i == 8]  # the final evaluation always runs
+    assert evaluated == expected and 1 < len(evaluated) < 8
+    assert gated_summary["eval"] == summary["eval"]  # the final evaluation is the same one
+    assert gated_summary["eval_seconds"] < summary["eval_seconds"]
+
+
 def test_a_new_advantage_estimator_is_one_function_and_one_config_value(tmp_path):
     from grpo_robot.algo import ADVANTAGE_ESTIMATORS, register_advantage
 

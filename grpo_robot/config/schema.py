@@ -357,6 +357,9 @@ class TrainConfig:
     max_env_steps: int | None = None  # stop once this many env steps were simulated (fair budgets)
     time_limit_min: float | None = None  # stop training early after this many minutes
     eval_every: int = 25  # iterations between evaluations (and at the end)
+    # skip a due evaluation while that iteration's training success is below this (the final one
+    # always runs); training is the same either way, only evaluation time is saved; null = never skip
+    eval_min_train_success: float | None = None
     eval_seeds: int = 200  # held-out seeds per evaluation
     eval_deterministic: bool = True  # mean action in evaluation
     eval_at_start: bool = False  # also evaluate the initial policy (always done for init_from / pretrain)

@@ -201,6 +201,7 @@ RANGES: dict[tuple[type, str], Range] = {
     (TrainConfig, "eval_every"): Range(1),
     (TrainConfig, "eval_seeds"): Range(1, MAX_EVAL_SEEDS, guard=True, why="the held-out seed range"),
     (TrainConfig, "target_success"): Range(0, 1, low_open=True, null="off"),
+    (TrainConfig, "eval_min_train_success"): Range(0, 1, null="evaluate every eval_every iterations"),
     (TrainConfig, "checkpoint_every"): Range(1),
     (TrainConfig, "video_every"): Range(0, why="evaluations between videos; 0 = none"),
     (TrainConfig, "video_episodes"): Range(1, MAX_VIDEO_EPISODES, guard=True, why="each is rendered frame by frame"),
