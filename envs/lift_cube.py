@@ -38,6 +38,7 @@ def grasp_actions(task: Task, obs: np.ndarray, carry_target: np.ndarray) -> tupl
 
 class LiftCube(Task):
     name = "LiftCube"
+    version = 1  # 10 ms physics steps (v0: 5 ms)
     horizon = 80
     lift_height = 0.08  # m, cube bottom above the table
     bodies = scene.cube_xml()

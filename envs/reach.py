@@ -10,6 +10,7 @@ from .task import Task, move_towards
 
 class Reach(Task):
     name = "Reach"
+    version = 1  # 10 ms physics steps (v0: 5 ms)
     horizon = 50
     tolerance = 0.02  # m
     bodies = scene.goal_xml()

@@ -22,12 +22,13 @@ class Task:
     """
 
     name: ClassVar[str]
-    version: ClassVar[int] = 0  # bump when the scene, sensors or reset distribution change
+    version: ClassVar[int] = 0  # bump when the scene, its physics, the sensors or the reset distribution change
     horizon: ClassVar[int]  # control steps per episode
     bodies: ClassVar[str]  # task MJCF inside <worldbody>
     sensors: ClassVar[str]  # task MJCF inside <sensor>
     action_dim: ClassVar[int] = 4
-    n_substeps: ClassVar[int] = scene.N_SUBSTEPS
+    timestep: ClassVar[float] = scene.TIMESTEP  # s, one physics step
+    n_substeps: ClassVar[int] = scene.N_SUBSTEPS  # physics steps per 25 Hz control step
     # Any |qvel| entry above this (m/s or rad/s) means the world blew up. Under random actions the
     # built-in tasks peak at 1.4 m/s and 41 rad/s (a flicked cube spinning), so 500 never fires on
     # real motion; it catches runaways before MuJoCo's own 1e10 bound does.
@@ -37,7 +38,8 @@ class Task:
     easier_starts: ClassVar[bool] = False
 
     def __init__(self) -> None:
-        self.model = mujoco.MjModel.from_xml_string(scene.build_xml(self.name, self.bodies, self.sensors))
+        xml = scene.build_xml(self.name, self.bodies, self.sensors, self.timestep)
+        self.model = mujoco.MjModel.from_xml_string(xml)
         m = self.model
         self.obs_slices = {
             m.sensor(i).name: slice(int(m.sensor_adr[i]), int(m.sensor_adr[i] + m.sensor_dim[i]))
@@ -54,7 +56,13 @@ class Task:
         self._finger_qpos = [self.qpos_adr(j) for j in ("finger_left", "finger_right")]
 
     def __repr__(self) -> str:
-        return f"{self.name}-v{self.version}"
+        return self.task_id()
+
+    @classmethod
+    def task_id(cls) -> str:
+        """The task and its version, `PushCube-v2`: what `env.task` and `make_task` take for exactly
+        this version (the bare name takes the current one)."""
+        return f"{cls.name}-v{cls.version}"
 
     def qpos_adr(self, joint: str) -> int:
         return int(self.model.jnt_qposadr[self.model.joint(joint).id])

@@ -7,8 +7,8 @@ trajectory depends only on its own state and actions, never on which thread ran 
 other worlds: B worlds in a batch reproduce B single-world runs bit for bit.
 
 Sensor readings are recorded by `mj_step` before its integration, so an observation after a
-step describes the state one physics substep (5 ms) before the stored state; the initial
-observation is exact. Both backends share this code, so they agree.
+step describes the state one physics substep (10 ms; 5 ms on the tasks' previous versions) before
+the stored state; the initial observation is exact. Both backends share this code, so they agree.
 """
 
 from __future__ import annotations

@@ -107,6 +107,12 @@ class DemoDataset:
         return self.env.get("task")
 
     @property
+    def task_id(self) -> str | None:
+        """The built-in task and the version it was recorded on (`PushCube-v2`), or None."""
+        version = self.env.get("version")
+        return self.task if self.task is None or version is None else f"{self.task}-v{version}"
+
+    @property
     def n_episodes(self) -> int:
         return len(self.lengths)
 
@@ -208,7 +214,8 @@ class DemoDataset:
         arrays = {name: read(name) for name in ARRAYS}
         if version == 1:  # built-in tasks only
             env = {"task": scalar("task", str), "version": scalar("task_version", int)}
-            meta = {"env": env, "env_config": {"task": env["task"]}, "source": f"{env['task']} expert"}
+            task_id = f"{env['task']}-v{env['version']}"
+            meta = {"env": env, "env_config": {"task": task_id}, "source": f"{env['task']} expert"}
         else:
             meta = {k: json_dict(k) for k in ("env", "env_config", "spaces")}
             meta["source"] = scalar("source", str)
@@ -341,7 +348,7 @@ def collect_demos(
         kept,
         env={"task": task.name, "version": task.version, "obs_dim": task.obs_dim, "action_dim": task.action_dim},
         noise=float(noise),
-        env_config={"task": task.name},
+        env_config={"task": task.task_id()},
         source=f"{task.name} scripted expert",
     )
     return data, CollectStats(attempted, len(kept), failed, float(data.lengths.mean()))
@@ -360,7 +367,7 @@ def replay(data: DemoDataset, task: Task | None = None) -> np.ndarray:
     if (data.seeds < 0).any():
         raise ValueError("the dataset holds episodes without a reset seed (an env that ignores it): no replay")
     if data.task or task is not None:
-        env = BatchedEnv(make_task(data.task) if task is None else task, data.n_episodes, nthread=1)
+        env = BatchedEnv(make_task(data.task_id) if task is None else task, data.n_episodes, nthread=1)
     else:
         from grpo_robot.gym_vector import GymGroupEnv
 

@@ -84,10 +84,11 @@ def env_identity(cfg: EnvConfig | dict, env: GroupEnv | None = None) -> dict[str
     also the flat observation and action sizes."""
     get = cfg.get if isinstance(cfg, dict) else lambda k, d=None: getattr(cfg, k, d)
     if get("task"):
-        from grpo_robot.envs import TASKS
+        from grpo_robot.envs import TASK_NAMES
 
-        task = TASKS.get(get("task"))
-        ident: dict[str, Any] = {"task": get("task"), "version": None if task is None else task.version}
+        task = TASK_NAMES.get(get("task"))  # a name (its current version) or an id (PushCube-v1)
+        ident: dict[str, Any] = {"task": get("task") if task is None else task.name,
+                                 "version": None if task is None else task.version}
     else:
         key = "id" if get("id") else "entry_point"
         kwargs = {k: v for k, v in dict(get("kwargs") or {}).items() if k not in IGNORED_KWARGS}

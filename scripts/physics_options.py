@@ -1,14 +1,15 @@
 """Which MJCF options make the built-in scene cheaper to simulate, and what they do to the tasks.
 
 For each variant of the scene's <option> (solver, iterations, tolerance, cone, Jacobian,
-integrator, a contact exclusion, a longer timestep with the substeps that keep 25 Hz control):
+integrator, a contact exclusion, another timestep with the substeps that keep 25 Hz control, the
+5 ms step of the tasks' previous versions among them):
 the physical limit of each task (256 worlds, random actions, the same starts, replayed
 open-loop through mujoco.rollout as `scripts/benchmark.py envs` does; best of 3) relative to the
 current scene, and the scripted expert's success over seeds 0-999. The variants are built here
 only; the tasks are unchanged.
 
     python scripts/physics_options.py                 # all tasks, all variants (about 6 minutes, 2 cores)
-    python scripts/physics_options.py --tasks PushCube --variants current "timestep=0.01 x4"
+    python scripts/physics_options.py --tasks PushCube --variants current "timestep=0.005 x8"
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ VARIANTS: dict[str, tuple[str, str, tuple[float, int] | None]] = {
     "jacobian=sparse": ('jacobian="sparse"', "", None),
     "integrator=Euler": ("integrator=Euler", "", None),
     "exclude finger-finger": ("", '<contact><exclude body1="finger_left" body2="finger_right"/></contact>', None),
-    "timestep=0.01 x4": ("", "", (0.01, 4)),
+    "timestep=0.005 x8": ("", "", (0.005, 8)),  # the previous task versions (PushCube-v1 ...)
     "timestep=0.02 x2": ("", "", (0.02, 2)),
 }
 

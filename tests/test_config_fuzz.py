@@ -439,7 +439,7 @@ def test_a_preset_built_on_another_keeps_the_base_and_yields_to_the_command_line
     assert (tokenized.policy.type, tokenized.policy.bins, tokenized.policy.bin_logits) == ("tokenized", 64, "gaussian")
     assert (tokenized.policy.free_logits_lr, tokenized.policy.decode) == (0.1, "mean")  # its own
     # the base's env, budget, horizon, demos, GRPO settings and exploration width
-    assert (tokenized.env.task, tokenized.iterations, tokenized.algo.train_horizon) == ("PushCube", 500, 60)
+    assert (tokenized.env.task, tokenized.iterations, tokenized.algo.train_horizon) == ("PushCube-v1", 500, 60)
     assert (tokenized.demos.episodes, tokenized.algo.group_size, tokenized.algo.minibatches) == (10, 8, 1)
     assert (tokenized.algo.lr, tokenized.policy.init_std) == (base.algo.lr, base.policy.init_std)
     assert (tokenized.pretrain, tokenized.bc.seed, tokenized.env.horizon) == (True, 0, None)

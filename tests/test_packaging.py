@@ -49,7 +49,7 @@ def test_wheel_ships_tasks_and_imports_outside_source_tree(wheel, tmp_path):
     probe = (
         "import sys; sys.path.insert(0, sys.argv[1]); import gymnasium, grpo_robot.envs as e, grpo_robot.trainer;"
         "assert e.__file__.startswith(sys.argv[1]), e.__file__;"
-        "env = gymnasium.make('grpo_robot/PlaceCube-v1'); print(env.reset(seed=0)[0].shape)"
+        "env = gymnasium.make('grpo_robot/PlaceCube-v2'); print(env.reset(seed=0)[0].shape)"
     )
     out = subprocess.run([sys.executable, "-c", probe, str(target)], cwd=tmp_path, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr

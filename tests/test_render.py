@@ -75,7 +75,7 @@ def test_rendering_does_not_change_the_simulation():
 def test_the_gymnasium_env_renders_the_batched_worlds_picture():
     batched = BatchedEnv("PlaceCube", 3, nthread=1)
     actions = expert_steps(batched, [7, 8, 9], 25)
-    single = gymnasium.make("grpo_robot/PlaceCube-v1", render_mode="rgb_array", camera="top")
+    single = gymnasium.make("grpo_robot/PlaceCube-v2", render_mode="rgb_array", camera="top")
     single.reset(seed=8)
     for action in actions:
         single.step(action[1])
@@ -87,7 +87,7 @@ def test_the_gymnasium_env_renders_the_batched_worlds_picture():
 
 @pytest.mark.parametrize("vector", ["sync", "async"])
 def test_gymnasium_group_env_frames_come_from_each_worlds_render(vector):
-    cfg = EnvConfig(task=None, id="grpo_robot/PushCube-v1", horizon=100, vector=vector,
+    cfg = EnvConfig(task=None, id="grpo_robot/PushCube-v2", horizon=100, vector=vector,
                     kwargs={"render_mode": "rgb_array"})
     env = GymGroupEnv(cfg, 2)
     batched = BatchedEnv("PushCube", 2, nthread=1)
@@ -289,7 +289,7 @@ def test_evaluate_films_a_gymnasium_env_through_its_own_render(tmp_path, vector)
     """The whole path for an env that is not built in: `GymGroupEnv` worlds made with
     render_mode="rgb_array" (async ones started by spawn), their frames, the MP4s."""
     run = tmp_path / "run"
-    out = run_main("train", "env=gym", "env.id=grpo_robot/Reach-v0", "env.horizon=50", f"env.vector={vector}",
+    out = run_main("train", "env=gym", "env.id=grpo_robot/Reach-v1", "env.horizon=50", f"env.vector={vector}",
                    "algo.group_size=4", "algo.groups_per_iter=2", "iterations=1", "eval_seeds=6", "progress=false",
                    f"hydra.run.dir={run}")  # fmt: skip
     assert out.code == 0, out.stderr
@@ -297,7 +297,7 @@ def test_evaluate_films_a_gymnasium_env_through_its_own_render(tmp_path, vector)
                    f"output={tmp_path / 'e.json'}")  # fmt: skip
     assert out.code == 0, out.stderr
     steps = {e["seed"]: e["steps"] for e in json.loads((tmp_path / "e.json").read_text())["episodes"]}
-    mp4s = sorted((tmp_path / "v").glob("grpo_robot_Reach-v0_seed*.mp4"))
+    mp4s = sorted((tmp_path / "v").glob("grpo_robot_Reach-v1_seed*.mp4"))
     assert len(mp4s) == 2
     for path in mp4s:
         seed = int(path.name.split("_seed")[1].split("_")[0])

@@ -14,7 +14,7 @@ from typing import Any
 from omegaconf import MISSING, DictConfig
 
 from grpo_robot.algo import ADVANTAGE_ESTIMATORS, AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES, RATIO_LEVELS
-from grpo_robot.envs import TASKS
+from grpo_robot.envs import TASK_NAMES
 from grpo_robot.policies.base import ACTIVATIONS, POLICIES
 from grpo_robot.policies.tokenized import BIN_LOGITS, DECODES, HEADS
 
@@ -38,8 +38,9 @@ class EnvConfig:
     `imports` is written `import` in configs and on the command line (`env.import=[pkg]`).
     """
 
-    # a built-in task: Reach, PushCube, LiftCube, PlaceCube; null for a Gymnasium env
-    task: str | None = registered(TASKS, "Reach")
+    # a built-in task: Reach, PushCube, LiftCube, PlaceCube (each its current version), or a version
+    # by id (PushCube-v1: envs/__init__.py); null for a Gymnasium env
+    task: str | None = registered(TASK_NAMES, "Reach")
     horizon: int | None = None  # control steps per episode; null = the task's own (the env's TimeLimit)
     # any_step: success at any step ends the episode; final_step: judged at the horizon
     outcome: str = choice("any_step", "final_step")

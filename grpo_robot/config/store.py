@@ -91,10 +91,14 @@ def register_configs() -> None:
 
 
 def for_task(name: str, task: str | None, value: Any) -> Any:
-    """`${for_task:PushCube,${env.task},V}` in a preset: V when env.task is `name`, else null. A
-    preset can then keep values meant for its own task (a start curriculum, a target to stop at)
-    from following the command line to another env (`env=lift_cube`, `env=gym ...`)."""
-    return value if task == name else None
+    """`${for_task:PushCube,${env.task},V}` in a preset: V when env.task is `name` (any of its
+    versions: PushCube, PushCube-v1 ...), else null. A preset can then keep values meant for its
+    own task (a start curriculum, a target to stop at) from following the command line to another
+    env (`env=lift_cube`, `env=gym ...`)."""
+    from grpo_robot.envs import TASK_NAMES
+
+    family = TASK_NAMES[task].name if isinstance(task, str) and task in TASK_NAMES else task
+    return value if family == name else None
 
 
 def env_config(node: Any) -> EnvConfig:

@@ -320,11 +320,11 @@ _CONFIG_CLASSES = (EnvConfig, PolicyConfig, ClipConfig, KLConfig, DynamicSamplin
 
 def check_curriculum(cfg: TrainConfig) -> None:
     """`algo.curriculum` needs a built-in task with easier starts."""
-    from grpo_robot.envs import TASKS
+    from grpo_robot.envs import TASK_NAMES, TASKS
 
     start = cfg.algo.curriculum.start
     easier = sorted(name for name, task in TASKS.items() if task.easier_starts)
-    _check(bool(cfg.env.task) and getattr(TASKS.get(cfg.env.task), "easier_starts", False),
+    _check(bool(cfg.env.task) and getattr(TASK_NAMES.get(cfg.env.task), "easier_starts", False),
            "algo.curriculum.start", start, f"needs a built-in task with easier starts ({', '.join(easier)}); "
            f"{env_source(cfg.env)} has none: set it to null")  # fmt: skip
 
@@ -592,9 +592,9 @@ def _task_sizes(name: str) -> tuple[int, int, int, int]:
     task, from its compiled model (a few milliseconds, no world is built)."""
     import mujoco
 
-    from grpo_robot.envs import TASKS
+    from grpo_robot.envs import make_task
 
-    task = TASKS[name]()
+    task = make_task(name)
     m = task.model
     ncontrol = mujoco.mj_stateSize(m, mujoco.mjtState.mjSTATE_CTRL.value | mujoco.mjtState.mjSTATE_MOCAP_POS.value)
     # grpo_robot/batched.py: per-substep control, state and sensor outputs, the state, mocap and
@@ -719,12 +719,12 @@ def check_memory(cfg: TrainConfig, eval_seeds: int | None = None, eval_key: str 
     """Refuse a config whose iteration (`train`) or evaluation (`eval_seeds` worlds of a built-in
     task, one per seed) would take more than `MEMORY_FRACTION` of the memory available now, or
     more Gymnasium worlds than `MAX_GYM_WORLDS`; the message names the key that grows it most."""
-    from grpo_robot.envs import TASKS
+    from grpo_robot.envs import TASK_NAMES
     from grpo_robot.machine import available_memory, format_bytes
 
     algo, pol = cfg.algo, cfg.policy
     sizes = [cfg.env.horizon or 1, algo.groups_per_iter, algo.group_size, *pol.hidden_sizes, pol.bins, pol.embed_dim]
-    if (cfg.env.task and cfg.env.task not in TASKS) or not pol.hidden_sizes or \
+    if (cfg.env.task and cfg.env.task not in TASK_NAMES) or not pol.hidden_sizes or \
             not all(isinstance(n, int) and n >= 1 for n in sizes):  # fmt: skip
         return  # sizes that are wrong in themselves: their own checks say so
     worlds = algo.groups_per_iter * algo.group_size
