@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from grpo_robot.bench import tune
+from grpo_robot.config import ConfigError
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -49,6 +50,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.report:
         try:
             tune.run(space, args.out, args.trials, log=lambda line: print(line, flush=True), enqueue=enqueue)
+        except ConfigError as err:  # draw after draw refused by the config
+            print(f"error: {err}", file=sys.stderr)
+            return 2
         except tune.TuneInterrupted as err:
             print(f"error: the search stopped: {err}; the trial is left failed, run the command again to go on",
                   file=sys.stderr)  # fmt: skip

@@ -273,6 +273,29 @@ def test_an_enqueued_trial_runs_the_given_values_and_bad_ones_are_one_line(tmp_p
     assert len((out / "runs.jsonl").read_text().splitlines()) == 1  # nothing ran
 
 
+def test_a_draw_the_config_refuses_trains_nothing_and_the_search_goes_on(tmp_path, monkeypatch):
+    """Params valid alone can clash (a std cap above the start std): the draw is refused before any
+    run, left out of the trial count and of runs.jsonl, and the search draws again; one that keeps
+    drawing refused configs stops in one line."""
+    space_file = tmp_path / "space.yaml"
+    one_seed = TINY.replace("seeds: [0, 1]", "seeds: [0]")
+    space_file.write_text(one_seed + "  algo.std_anneal.final: {choices: [null, 0.4]}\n")
+    out = tmp_path / "study"
+    code, stdout, stderr = run_cli(str(space_file), "--out", str(out), "--trials", "1", "--enqueue",
+                                   "policy.init_std=0.3", "algo.std_anneal.final=0.4", "algo.lr=0.002", "algo.epochs=1")
+    assert code == 0, stderr
+    assert "trial 0: not run, the config refuses the draw: algo.std_anneal.final=0.4 is invalid" in stdout
+    runs = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines()]
+    assert runs and {r["trial"] for r in runs} == {runs[0]["trial"]} != {0}  # one trial ran, not the refused one
+    assert not (out / "trial_000").exists() and "| 0 | refused | - |" in stdout
+    always = one_seed.replace("choices: [0.3, 1.0]", "choices: [0.3]")
+    space_file.write_text(always + "  algo.std_anneal.final: {choices: [0.4]}\n")
+    monkeypatch.setattr(tune, "MAX_REFUSED_DRAWS", 3)
+    code, _, stderr = run_cli(str(space_file), "--out", str(tmp_path / "never"), "--trials", "1")
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1 and "refused 3 draws in a row" in lines[0], stderr
+
+
 def test_a_param_moved_out_of_the_space_keeps_its_column_and_the_fixed_values_tell_trials_apart(tmp_path):
     space_file = tmp_path / "space.yaml"
     space_file.write_text(TINY.replace("seeds: [0, 1]", "seeds: [0]"))

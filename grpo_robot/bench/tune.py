@@ -15,6 +15,9 @@ The trial's value is the mean over `seeds`; Optuna's TPE sampler (seeded) propos
 trial and its median pruner stops a trial whose running mean after a seed is worse than the
 median of earlier trials there. The study lives in `<out>/study.db` (SQLite), so an interrupted
 search resumes where it stopped, and every finished run appends a line to `<out>/runs.jsonl`.
+Params valid alone can clash (`algo.std_anneal.final` at or above the drawn `policy.init_std`):
+each seed's config is validated before any run, and a refused draw trains nothing, is kept as a
+pruned trial marked `refused` (the sampler ranks it last) and does not count toward `--trials`.
 
 Why not Hydra's Optuna sweeper: it runs one job per trial (a trial here is several seeds' runs,
 aggregated), and its current release pins optuna < 3.
@@ -295,12 +298,18 @@ def parse_enqueue(space: Space, items: Sequence[str]) -> dict[str, Any]:
     return values
 
 
+MAX_REFUSED_DRAWS = 50  # draws in a row the config refuses before the search gives up
+
+
 def run(space: Space, out: Path, trials: int, log: Callable[[str], None] = print,
         enqueue: dict[str, Any] | None = None) -> Any:  # fmt: skip
     """Run trials until the study holds `trials` finished or pruned ones; the study. `enqueue`:
     values (`parse_enqueue`) that the next trial takes instead of drawing them, unless a trial
     of the study already has them."""
     import optuna
+
+    from grpo_robot.config import ConfigError
+    from grpo_robot.config.validate import validate
 
     st = study(space, out)
     if enqueue:
@@ -312,6 +321,13 @@ def run(space: Space, out: Path, trials: int, log: Callable[[str], None] = print
             if p.active(values):
                 values[p.key] = p.suggest(trial)
         trial.set_user_attr("overrides", list(space.overrides))  # fixed values, which a space may change
+        try:  # params valid alone can clash (an std cap above the start std): such a draw trains nothing
+            for seed in space.seeds:
+                validate(space.trial_config(values, seed))
+        except ConfigError as err:
+            trial.set_user_attr("refused", str(err))
+            log(f"trial {trial.number}: not run, the config refuses the draw: {err}")
+            raise optuna.TrialPruned() from None  # pruned without a value: the sampler ranks it last
         costs = []
         for k, seed in enumerate(space.seeds):
             rec = train_one(space, values, seed, out / f"trial_{trial.number:03d}" / f"seed_{seed}")
@@ -328,9 +344,16 @@ def run(space: Space, out: Path, trials: int, log: Callable[[str], None] = print
                 raise optuna.TrialPruned()
         return sum(costs) / len(costs)
 
-    done = lambda: sum(t.state.name in ("COMPLETE", "PRUNED") for t in st.trials)  # noqa: E731
+    def done() -> int:  # refused draws do not count
+        return sum(t.state.name in ("COMPLETE", "PRUNED") and "refused" not in t.user_attrs for t in st.trials)
+
+    refused = 0
     while done() < trials:
         st.optimize(objective, n_trials=1, catch=())
+        refused = refused + 1 if "refused" in st.trials[-1].user_attrs else 0
+        if refused >= MAX_REFUSED_DRAWS:
+            raise ConfigError(f"the config refused {refused} draws in a row, the last: "
+                              f"{st.trials[-1].user_attrs['refused']}; narrow the search space")  # fmt: skip
     return st
 
 
@@ -358,7 +381,8 @@ def report(space: Space, out: Path) -> list[str]:
     for t in order:
         value = f"{t.value / div:.2f}" if t.value is not None else "-"
         cells = [_fmt(t.params.get(k)) for k in keys] + [fixed[t.number]] * show_fixed
-        lines.append(f"| {t.number} | {t.state.name.lower()} | {value} | " + " | ".join(cells) + " |")
+        state = "refused" if "refused" in t.user_attrs else t.state.name.lower()
+        lines.append(f"| {t.number} | {state} | {value} | " + " | ".join(cells) + " |")
     complete = [t for t in st.trials if t.value is not None]
     if complete:
         best = min(complete, key=lambda t: t.value)
