@@ -9,7 +9,7 @@ from .lift_cube import LiftCube
 from .place_cube import PlaceCube
 from .push_cube import PushCube
 from .reach import Reach
-from .task import Task
+from .task import Task, versioned
 
 
 class _FiveMs:
@@ -44,6 +44,12 @@ TASK_IDS: dict[str, type[Task]] = {
 TASK_NAMES: dict[str, type[Task]] = {**TASKS, **TASK_IDS}  # what `env.task` and `make_task` take
 
 
+def pinned_id(task: str) -> str:
+    """The id of the version that `env.task=task` runs: `PushCube` -> `PushCube-v2` (the current
+    version), an id unchanged; a name that is not a built-in task comes back as it is."""
+    return TASK_NAMES[task].task_id() if task in TASK_NAMES else task
+
+
 def make_task(name: str) -> Task:
     """The built-in task `name`: its current version by name (one of `TASKS`), or a version by id
     (`PushCube-v1`, one of `TASK_IDS`)."""
@@ -65,5 +71,5 @@ def register_all() -> None:
             gymnasium.register(id=env_id, entry_point="grpo_robot.envs.gym_env:TaskEnv", kwargs={"task": task_id})
 
 
-__all__ = ["TASKS", "TASK_IDS", "TASK_NAMES", "Task", "make_task", "register_all", "Reach", "PushCube", "LiftCube",
-           "PlaceCube", "ReachV0", "PushCubeV1", "LiftCubeV0", "PlaceCubeV1"]
+__all__ = ["TASKS", "TASK_IDS", "TASK_NAMES", "Task", "make_task", "pinned_id", "register_all", "versioned",
+           "Reach", "PushCube", "LiftCube", "PlaceCube", "ReachV0", "PushCubeV1", "LiftCubeV0", "PlaceCubeV1"]

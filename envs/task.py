@@ -13,6 +13,12 @@ from . import scene
 FULLPHYSICS = mujoco.mjtState.mjSTATE_FULLPHYSICS.value
 
 
+def versioned(name: str, version: int) -> str:
+    """A task's id, its name and version: `PushCube-v2`. Demo files, checkpoints and messages
+    spell versions this way, and `env.task` takes it."""
+    return f"{name}-v{version}"
+
+
 class Task:
     """Base class of the built-in tasks. Subclasses set the class attributes and implement
     `place`, `success` and `expert`.
@@ -62,7 +68,7 @@ class Task:
     def task_id(cls) -> str:
         """The task and its version, `PushCube-v2`: what `env.task` and `make_task` take for exactly
         this version (the bare name takes the current one)."""
-        return f"{cls.name}-v{cls.version}"
+        return versioned(cls.name, cls.version)
 
     def qpos_adr(self, joint: str) -> int:
         return int(self.model.jnt_qposadr[self.model.joint(joint).id])

@@ -45,7 +45,7 @@ from grpo_robot.batched import BatchedEnv
 from grpo_robot.checkpoint import atomic_file
 from grpo_robot.config import EnvConfig, env_config_dict, env_name
 from grpo_robot.environment import check_identity, env_identity
-from grpo_robot.envs import Task, make_task
+from grpo_robot.envs import Task, make_task, versioned
 from grpo_robot.seeding import check_demo_seed, demo_seeds
 
 FORMAT_VERSION = 2
@@ -110,7 +110,7 @@ class DemoDataset:
     def task_id(self) -> str | None:
         """The built-in task and the version it was recorded on (`PushCube-v2`), or None."""
         version = self.env.get("version")
-        return self.task if self.task is None or version is None else f"{self.task}-v{version}"
+        return self.task if self.task is None or version is None else versioned(self.task, version)
 
     @property
     def n_episodes(self) -> int:
@@ -214,8 +214,8 @@ class DemoDataset:
         arrays = {name: read(name) for name in ARRAYS}
         if version == 1:  # built-in tasks only
             env = {"task": scalar("task", str), "version": scalar("task_version", int)}
-            task_id = f"{env['task']}-v{env['version']}"
-            meta = {"env": env, "env_config": {"task": task_id}, "source": f"{env['task']} expert"}
+            env_config = {"task": versioned(env["task"], env["version"])}
+            meta = {"env": env, "env_config": env_config, "source": f"{env['task']} expert"}
         else:
             meta = {k: json_dict(k) for k in ("env", "env_config", "spaces")}
             meta["source"] = scalar("source", str)

@@ -113,7 +113,9 @@ def _plain(value: Any) -> Any:
 def describe_identity(ident: dict[str, Any]) -> str:
     """`FetchPush-v4 (obs_keys=[observation, desired_goal], obs_dim=28, action_dim=4)`."""
     if ident.get("task"):
-        name = f"{ident['task']}-v{ident.get('version')}"
+        from grpo_robot.envs import versioned
+
+        name = versioned(ident["task"], ident.get("version"))
     else:
         name = ident.get("id") or ident.get("entry_point") or "?"
     details = []

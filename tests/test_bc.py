@@ -13,8 +13,9 @@ from grpo_robot import checkpoint
 from grpo_robot.algo import Layout, clipped_policy_loss
 from grpo_robot.batched import BatchedEnv
 from grpo_robot.bc import behaviour_clone, checkpoint_from_bc, split_episodes
-from grpo_robot.config import AlgoConfig, BCConfig, EnvConfig, KLConfig, PolicyConfig, TrainConfig
+from grpo_robot.config import AlgoConfig, BCConfig, EnvConfig, KLConfig, PolicyConfig, TrainConfig, to_train_config
 from grpo_robot.demos import DemoDataset, collect_demos, replay
+from grpo_robot.environment import make_eval_env
 from grpo_robot.evaluation import evaluate
 from grpo_robot.policies import build_policy
 from grpo_robot.seeding import DEMO_SEED_START, DEMO_SEEDS_PER_RUN, demo_seeds, eval_seeds, iteration_seeds
@@ -181,6 +182,20 @@ def test_mismatched_checkpoints_and_datasets_are_refused_naming_both_sides(tmp_p
     message = r"is for PushCube-v2 \(obs_dim=22, action_dim=4\), but the config has LiftCube-v1 \(obs_dim=16"
     with pytest.raises(ValueError, match=message):
         Trainer(lift, tmp_path / "d")
+
+
+def test_a_checkpoint_keeps_naming_the_task_version_it_was_trained_on(tmp_path):
+    current, _ = make_bc_checkpoint(tmp_path, "Reach", episodes=2)  # the bare name: the current version
+    old, _ = make_bc_checkpoint(tmp_path, "Reach-v0", episodes=2)
+    assert checkpoint.load(current)["config"]["env"]["task"] == "Reach-v1"
+    saved = checkpoint.load(old)["config"]
+    assert saved["env"]["task"] == "Reach-v0"
+    env = make_eval_env(to_train_config(saved), 3)  # what scripts/evaluate.py builds for it
+    assert env.task.task_id() == "Reach-v0" and env.task.timestep == 0.005 and env.task.n_substeps == 8
+    message = r"init_from=.* is for Reach-v0 \(.*\), but the config has Reach-v1 \(.*\) \(they differ in version\)"
+    with pytest.raises(ValueError, match=message):
+        Trainer(small_config(init_from=str(old)), tmp_path / "a")
+    Trainer(small_config(init_from=str(old), env=EnvConfig(task="Reach-v0")), tmp_path / "b")
 
 
 def test_pretrain_pipeline_in_one_run(tmp_path):

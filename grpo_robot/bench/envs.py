@@ -116,7 +116,7 @@ def settings_from_args(args: argparse.Namespace, error: Callable[[str], None]) -
 
 # -- SyncVectorEnv -------------------------------------------------------------------------------
 def make_sync(task: str, num_worlds: int) -> gymnasium.vector.SyncVectorEnv:
-    env_id = f"grpo_robot/{task}-v{TASKS[task].version}"
+    env_id = f"grpo_robot/{TASKS[task].task_id()}"
     return gymnasium.vector.SyncVectorEnv([lambda: gymnasium.make(env_id) for _ in range(num_worlds)])
 
 

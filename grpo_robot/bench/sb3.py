@@ -101,7 +101,7 @@ def run_sb3(s: Sweep, seed: int, init: Path | None = None) -> dict:
     from stable_baselines3.common.env_util import make_vec_env
 
     register_all()
-    env_id = f"grpo_robot/{s.task}-v{TASKS[s.task].version}"
+    env_id = f"grpo_robot/{TASKS[s.task].task_id()}"
     clone = None if init is None else load_clone(init)
     normalize, wrapper = identity, None
     if clone is not None and clone.obs_norm.enabled:  # SB3's env sees what the clone was trained on

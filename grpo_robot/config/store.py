@@ -131,18 +131,26 @@ def _schema(cls: type) -> DictConfig:
 
 
 def config_dict(cfg: TrainConfig) -> dict[str, Any]:
-    """`cfg` as plain containers, keys spelled as in the YAML configs (`env.import`)."""
+    """`cfg` as plain containers, keys spelled as in the YAML configs (`env.import`), a built-in
+    task by the id of the version it runs (`env.task=PushCube` -> `PushCube-v2`): checkpoints and
+    resolved_config.yaml keep naming that version after a newer one becomes current."""
     record = OmegaConf.to_container(OmegaConf.structured(cfg))
-    record["env"] = _yaml_keys(record["env"])  # type: ignore[index]
+    record["env"] = _saved_env(record["env"])  # type: ignore[index]
     return record  # type: ignore[return-value]
 
 
 def env_config_dict(env: EnvConfig) -> dict[str, Any]:
-    """`env` as a plain dict, keys spelled as in the YAML configs (`import`)."""
-    return _yaml_keys(OmegaConf.to_container(OmegaConf.structured(env)))  # type: ignore[arg-type]
+    """`env` as a plain dict, keys spelled as in the YAML configs (`import`), a built-in task by
+    its version's id (as `config_dict`)."""
+    return _saved_env(OmegaConf.to_container(OmegaConf.structured(env)))  # type: ignore[arg-type]
 
 
-def _yaml_keys(env: dict[str, Any]) -> dict[str, Any]:
+def _saved_env(env: dict[str, Any]) -> dict[str, Any]:
+    """An env config as saved: YAML key spellings, a built-in task pinned to its version's id."""
+    from grpo_robot.envs import pinned_id
+
+    if env.get("task"):
+        env = {**env, "task": pinned_id(env["task"])}
     return {next((k for k, v in ENV_KEY_ALIASES.items() if v == key), key): v for key, v in env.items()}
 
 
