@@ -184,12 +184,9 @@ def test_a_conditional_param_is_drawn_only_when_its_condition_holds(tmp_path, mo
                                        "when: {algo.lr_schedule: adaptive}}\n"))  # fmt: skip
     space = tune.load_space(space_file)
     assert space.params[-1].when == (("algo.lr_schedule", ("adaptive",)),)
-    trained = []
 
-    def fake_train(space, values, seed, run_dir):  # the draw is what is checked here, not training
-        trained.append(dict(values))
-        config = space.trial_config(values, seed)
-        return {"seed": seed, "cost": 1000.0 * config.algo.epochs, "reached": True, "final_success": 0.5,
+    def fake_train(space, config, run_dir):  # the draw is what is checked here, not training
+        return {"seed": config.seed, "cost": 1000.0 * config.algo.epochs, "reached": True, "final_success": 0.5,
                 "seconds": 1.0, "desired_kl": config.algo.desired_kl}  # fmt: skip
 
     monkeypatch.setattr(tune, "train_one", fake_train)

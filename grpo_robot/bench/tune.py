@@ -223,8 +223,9 @@ def run_cost(space: Space, summary: dict, train_success: float) -> tuple[float, 
     return space.budget * (2.0 - min(best, space.target) / space.target), best
 
 
-def train_one(space: Space, values: dict[str, Any], seed: int, run_dir: Path) -> dict:
-    """Train one seed of a trial; its record (cost, steps, seconds, success)."""
+def train_one(space: Space, cfg, run_dir: Path) -> dict:
+    """Train one seed of a trial, its composed and validated config `cfg`; its record (cost,
+    steps, seconds, success)."""
     from grpo_robot.hooks import Hook
     from grpo_robot.trainer import Trainer
 
@@ -236,7 +237,7 @@ def train_one(space: Space, values: dict[str, Any], seed: int, run_dir: Path) ->
             self.recent = [*self.recent[-4:], float(record.scalars.get("charts/train_success", 0.0))]
 
     watch = TrainSuccess()
-    trainer = Trainer(space.trial_config(values, seed), run_dir, hooks=[watch])
+    trainer = Trainer(cfg, run_dir, hooks=[watch])
     try:
         summary = trainer.run()
     finally:
@@ -247,7 +248,7 @@ def train_one(space: Space, values: dict[str, Any], seed: int, run_dir: Path) ->
     recent = sum(watch.recent) / len(watch.recent) if watch.recent else 0.0
     cost, best = run_cost(space, summary, recent)
     target = summary.get("target") or {}
-    return {"seed": seed, "cost": cost, "reached": bool(target.get("reached")), "env_steps": summary["env_steps"],
+    return {"seed": cfg.seed, "cost": cost, "reached": bool(target.get("reached")), "env_steps": summary["env_steps"],
             "seconds": summary["seconds"], "seconds_to_target": target.get("seconds"),
             "train_seconds_to_target": target.get("train_seconds"),
             "final_success": (summary.get("eval") or {}).get("success_rate"), "best": best,
@@ -322,15 +323,16 @@ def run(space: Space, out: Path, trials: int, log: Callable[[str], None] = print
                 values[p.key] = p.suggest(trial)
         trial.set_user_attr("overrides", list(space.overrides))  # fixed values, which a space may change
         try:  # params valid alone can clash (an std cap above the start std): such a draw trains nothing
-            for seed in space.seeds:
-                validate(space.trial_config(values, seed))
+            configs = [space.trial_config(values, seed) for seed in space.seeds]
+            for cfg in configs:
+                validate(cfg)
         except ConfigError as err:
             trial.set_user_attr("refused", str(err))
             log(f"trial {trial.number}: not run, the config refuses the draw: {err}")
             raise optuna.TrialPruned() from None  # pruned without a value: the sampler ranks it last
         costs = []
-        for k, seed in enumerate(space.seeds):
-            rec = train_one(space, values, seed, out / f"trial_{trial.number:03d}" / f"seed_{seed}")
+        for k, (seed, cfg) in enumerate(zip(space.seeds, configs, strict=True)):
+            rec = train_one(space, cfg, out / f"trial_{trial.number:03d}" / f"seed_{seed}")
             rec.update(trial=trial.number, params=values, overrides=list(space.overrides))
             with open(out / "runs.jsonl", "a") as f:
                 f.write(json.dumps(rec) + "\n")
