@@ -46,7 +46,7 @@ def test_plot_draws_one_line_per_algorithm_from_the_logs(runs, tmp_path):
 def test_one_run_directory_and_nothing_to_plot(runs, tmp_path):
     root, finals = runs
     rows = plot_runs([root / "grpo1"], tmp_path / "one.png")
-    assert rows[0]["label"] == "Reach" and rows[0]["final"] == [finals["grpo1"]]
+    assert rows[0]["label"] == "Reach-v1" and rows[0]["final"] == [finals["grpo1"]]
     with pytest.raises(ValueError, match="no run with charts/eval_success"):
         plot_runs([tmp_path], tmp_path / "none.png")
 
