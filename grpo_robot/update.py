@@ -57,6 +57,30 @@ def frozen_copy(policy: Policy) -> Policy:
     return ref.eval()
 
 
+def _is_moment(key: str, value: object) -> bool:
+    """An optimizer state entry that moves with the weights: a floating tensor other than the step count."""
+    return key != "step" and torch.is_tensor(value) and value.is_floating_point()
+
+
+def _moments(state: dict, params: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """The moment tensors of `params` in `state`, in a fixed order (updated in place by a step)."""
+    return [v for p in params for k, v in state.get(p, {}).items() if _is_moment(k, v)]
+
+
+def _floats(stats: dict[str, list], device: torch.device) -> dict[str, list[float]]:
+    """`stats`' values (0-d tensors or floats) as floats, the tensors read in one transfer."""
+    tensors = [v.reshape(()).to(device, torch.float64) for vs in stats.values() for v in vs if torch.is_tensor(v)]
+    read = iter(torch.stack(tensors).tolist() if tensors else [])
+    return {k: [next(read) if torch.is_tensor(v) else float(v) for v in vs] for k, vs in stats.items()}
+
+
+def _to(indices: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """Host indices on `device`, copied without waiting for the device's queue."""
+    if device.type != "cuda":
+        return indices.to(device)
+    return indices.pin_memory().to(device, non_blocking=True)
+
+
 class Learner:
     """Owns the optimizer (Adam over the policy and the critic, if any) and the KL reference."""
 
@@ -89,27 +113,29 @@ class Learner:
         for group in self.optimizer.param_groups:
             group["lr"] = lr * group.get("lr_scale", 1.0)  # a checkpoint from before groups has no scale
 
-    def _guarded_step(self) -> bool:
-        """`optimizer.step()`, undone when it leaves a parameter or an Adam moment non-finite
-        (a finite gradient times an infinite learning rate, an overflow) -> whether it was kept."""
+    def _guarded_step(self, loss: torch.Tensor, grad_norm: torch.Tensor) -> bool:
+        """`optimizer.step()`, undone when the loss or the gradient's norm was non-finite, or when
+        the step left a parameter or an Adam moment non-finite (a finite gradient times an infinite
+        learning rate, an overflow) -> whether it was kept. One device sync per step: the weights
+        and moments are saved in one flat copy, and every check is one reduction."""
         state = self.optimizer.state
-        params = [p.detach().clone() for p in self.params]
-        moments = {p: {k: v.clone() if torch.is_tensor(v) else v for k, v in state[p].items()}
-                   for p in self.params if p in state}  # fmt: skip
+        tracked = [p.detach() for p in self.params] + _moments(state, self.params)
+        saved = torch.cat([t.reshape(-1) for t in tracked])
+        # the rest of each state (Adam's `step` count, a CPU tensor even when the weights are on CUDA)
+        counts = {p: {k: v.clone() if torch.is_tensor(v) else v for k, v in state[p].items()
+                      if not _is_moment(k, v)} for p in self.params if p in state}  # fmt: skip
         self.optimizer.step()
-        # Adam's moments; its `step` count is left out: a CPU tensor even when the weights are on CUDA
-        moments_after = [v for p in self.params for k, v in state.get(p, {}).items()
-                         if k != "step" and torch.is_tensor(v) and v.is_floating_point()]  # fmt: skip
-        after = [p.detach() for p in self.params] + moments_after
-        # one sum in float64 (no float32 value can overflow it; a NaN or an inf carries through), one device sync
-        if torch.cat([t.reshape(-1) for t in after]).sum(dtype=torch.float64).isfinite():
+        after = [p.detach() for p in self.params] + _moments(state, self.params)
+        # one sum in float64 (no float32 value can overflow it; a NaN or an inf carries through)
+        finite = torch.cat([t.reshape(-1) for t in after]).sum(dtype=torch.float64).isfinite()
+        if (finite & loss.isfinite() & grad_norm.isfinite()).item():
             return True
         with torch.no_grad():
-            for p, before in zip(self.params, params, strict=True):
-                p.copy_(before)
+            for t, before in zip(tracked, saved.split([t.numel() for t in tracked]), strict=True):
+                t.copy_(before.view_as(t))
         for p in self.params:
-            if p in moments:
-                state[p] = moments[p]
+            if p in counts:
+                state[p].update(counts[p])
             else:
                 state.pop(p, None)
         return False
@@ -155,18 +181,23 @@ class Learner:
         self._set_lr(lr)
         shuffle = torch.Generator().manual_seed(stream_seed(self.run_seed, it, STREAM_SHUFFLE))
         max_norm = cfg.max_grad_norm if cfg.max_grad_norm is not None else math.inf
-        stats: dict[str, list[float]] = {}
+        # The minibatches' rows are found on the host, once per update: the loop below then waits
+        # for the device once per optimizer step (the finiteness check), never for an index.
+        traj_host, keep_host = traj.cpu(), keep.cpu()
+        stats: dict[str, list] = {}  # per optimizer step: 0-d tensors, or floats; read once at the end
+        last_epoch_kl: list[torch.Tensor] = []  # approx. KL to the rollout policy at each step of the last epoch
         for _ in range(cfg.epochs):
-            epoch_kl: list[float] = []  # approx. KL to the rollout policy at each step of this epoch
-            for members in torch.randperm(n_traj, generator=shuffle).to(device).chunk(cfg.minibatches):
-                in_mb = torch.zeros(n_traj, dtype=torch.bool, device=device)
-                in_mb[members] = True
-                member = in_mb[traj]
-                sel = member & keep
-                rows = sel.nonzero().squeeze(1)  # the mask's rows, found once for every tensor below
-                idle = (member & ~keep).nonzero().squeeze(1) if free_entropy else rows[:0]
-                if len(rows) == 0 and len(idle) == 0:
+            epoch_kl: list[torch.Tensor] = []
+            for members_host in torch.randperm(n_traj, generator=shuffle).chunk(cfg.minibatches):
+                in_mb = torch.zeros(n_traj, dtype=torch.bool)
+                in_mb[members_host] = True
+                member = in_mb[traj_host]
+                sel = member & keep_host
+                rows_host = sel.nonzero().squeeze(1)  # the mask's rows, found once for every tensor below
+                idle_host = (member & ~keep_host).nonzero().squeeze(1) if free_entropy else rows_host[:0]
+                if len(rows_host) == 0 and len(idle_host) == 0:
                     continue
+                members, rows, idle = (_to(t, device) for t in (members_host, rows_host, idle_host))
                 loss, metrics = None, {}
                 if len(rows):
                     logp, entropy = policy.log_probs(obs[rows], raw[rows])
@@ -177,7 +208,7 @@ class Learner:
                     ref = None if logp_ref is None else logp_ref[rows]
                     loss, metrics = self.policy_loss(logp, logp_old[rows], adv, layout, cfg, ref, entropy)
                     for module in self.extra:
-                        extra_loss, extra_metrics = module.loss(policy, obs[rows], sel)
+                        extra_loss, extra_metrics = module.loss(policy, obs[rows], _to(sel, device))
                         loss = loss + extra_loss
                         metrics.update(extra_metrics)
                 if len(idle):  # the bonus alone: ratio 1 and advantage 0 leave no other term, and
@@ -195,20 +226,22 @@ class Learner:
                         if p.grad is None:
                             p.grad = torch.zeros_like(p)
                 grad_norm = torch.nn.utils.clip_grad_norm_(self.params, max_norm)
-                if not (torch.isfinite(loss) and torch.isfinite(grad_norm)) or not self._guarded_step():
-                    stats.setdefault("skipped_fraction", []).append(1.0)  # a NaN never reaches the weights
+                if not self._guarded_step(loss.detach(), grad_norm):  # a NaN never reaches the weights
+                    stats.setdefault("skipped_fraction", []).append(1.0)
                     self.optimizer.zero_grad(set_to_none=True)
                     self._skipped(it)
                     continue
                 self.skipped_in_a_row = 0
                 policy.after_step()
                 for key, value in {**metrics, "grad_norm": grad_norm, "skipped_fraction": 0.0}.items():
-                    stats.setdefault(key, []).append(float(value))
+                    stats.setdefault(key, []).append(value.detach() if torch.is_tensor(value) else value)
                 if "approx_kl" in metrics:  # every built-in policy loss reports it
                     epoch_kl.append(stats["approx_kl"][-1])
-        if cfg.lr_schedule == "adaptive" and epoch_kl:
-            self._adapt_lr(float(np.mean(epoch_kl)))
-        return {k: float(np.mean(v)) for k, v in stats.items()}
+            last_epoch_kl = epoch_kl
+        values = _floats(stats, device)
+        if cfg.lr_schedule == "adaptive" and last_epoch_kl:
+            self._adapt_lr(float(np.mean(values["approx_kl"][-len(last_epoch_kl):])))
+        return {k: float(np.mean(v)) for k, v in values.items()}
 
     def _adapt_lr(self, kl: float) -> None:
         """`algo.lr_schedule=adaptive`: the next update's rate from how far this one moved the policy

@@ -538,3 +538,35 @@ def test_an_update_with_no_mixed_group_moves_only_the_std_as_the_full_pass_does(
     assert [s["step"].item() for s in idle_adam.values()] == [s["step"].item() for s in full_adam.values()] == [4.0] * 5
     assert idle_m["entropy"] == pytest.approx(full_m["entropy"])
     assert "approx_kl" in full_m and "approx_kl" not in idle_m  # no step moved the policy's mean
+
+
+@pytest.mark.parametrize("fault", ["infinite learning rate", "NaN advantage"])
+def test_a_rolled_back_step_restores_the_weights_and_the_whole_adam_state(fault):
+    """A step that leaves a weight or a moment non-finite (an infinite rate), or whose loss is NaN,
+    is undone: the weights, Adam's moments and its step counts are those from before, bit for bit."""
+    import copy
+
+    from grpo_robot.update import GroupAdvantages, Learner
+
+    batch, policy = _four_groups([1, 0, 0, 1, 0, 1, 0, 0, 1, 1, 0, 1, 0, 1, 0, 0])
+    cfg = AlgoConfig(group_size=4, groups_per_iter=4, epochs=2, minibatches=2, max_skipped_steps=1000)
+    learner = Learner(policy, cfg, batch.obs.shape[0], 10, 0, torch.device("cpu"))
+    advantages, _ = GroupAdvantages(cfg).advantages(batch, policy)
+    assert learner.update(batch, advantages, 0)["skipped_fraction"] == 0.0  # Adam has state now
+    weights = copy.deepcopy(policy.state_dict())
+    adam = copy.deepcopy(learner.optimizer.state_dict()["state"])
+    assert adam and all(int(s["step"]) == 4 for s in adam.values())
+    if fault == "infinite learning rate":
+        learner.cfg = replace(cfg, lr=math.inf)
+    else:
+        advantages = torch.full_like(advantages, math.nan)  # every minibatch's loss
+    metrics = learner.update(batch, advantages, 1)
+    assert metrics["skipped_fraction"] == 1.0 and learner.skipped_in_a_row == 4
+    assert all(torch.equal(weights[k], v) for k, v in policy.state_dict().items())
+    after = learner.optimizer.state_dict()["state"]
+    assert after.keys() == adam.keys()
+    for i, s in adam.items():
+        assert after[i].keys() == s.keys() and all(torch.equal(s[k], after[i][k]) for k in s), i
+    learner.cfg = cfg  # a good update trains on from the restored state
+    assert learner.update(batch, GroupAdvantages(cfg).advantages(batch, policy)[0], 2)["skipped_fraction"] == 0.0
+    assert all(int(s["step"]) == 8 for s in learner.optimizer.state_dict()["state"].values())
