@@ -1,6 +1,7 @@
 """The physical-limit replay feeds the physics exactly what `BatchedEnv` applied."""
 
 import numpy as np
+import pytest
 
 from grpo_robot.batched import BatchedEnv
 from grpo_robot.bench.limit import LimitReplay, Recording, episode_plan, record_batched, run_batched
@@ -83,3 +84,36 @@ def test_a_recording_with_lengths_replays_each_world_for_its_own_episode():
     dt = env.model.opt.timestep
     np.testing.assert_allclose(final[:, 0] - rec.state0[:, 0], rec.lengths * nsub * dt, atol=1e-9)
     assert replay.run([rec]) > 0
+
+
+@pytest.mark.parametrize("split", ["rollout.split=1", "rollout.split=2"])
+def test_the_profile_records_what_the_physics_received_from_the_batch(split):
+    """`benchmark.py profile` takes each episode's actions from the batch after the rollout (no
+    recording inside it): they equal, bit for bit, the actions each physics call was given, at
+    each world's own control step, with each world's length."""
+    from grpo_robot.bench.profile import profiled_trainer
+
+    trainer = profiled_trainer([split, "algo.groups_per_iter=2", "algo.group_size=4", "algo.epochs=1",
+                                "algo.train_horizon=30"])  # fmt: skip
+    env = trainer.sampler.env
+    inner = env.env
+    received = np.zeros((inner.horizon, inner.num_worlds, inner.action_dim))
+    simulate = inner._timed_simulate
+
+    def spy(idx, act, *args, **kwargs):
+        received[inner.steps[idx], idx] = act
+        return simulate(idx, act, *args, **kwargs)
+
+    inner._timed_simulate = spy
+    try:
+        for _ in range(2):
+            received[:] = 0.0
+            trainer.train_iteration()
+            rec = env.recordings[-1]
+            assert rec.lengths is not None and (rec.lengths > 0).all()
+            np.testing.assert_array_equal(rec.lengths, inner.steps)
+            np.testing.assert_array_equal(rec.actions, received)
+            assert (np.abs(received[: int(rec.lengths.min())]) > 0).all()
+        assert len(env.recordings) == 2 and len(env.observations) >= int(rec.lengths.max())
+    finally:
+        trainer.close()

@@ -4,7 +4,6 @@ training iteration of the default job spends its time (`cmd_profile`)."""
 from __future__ import annotations
 
 import argparse
-import threading
 import time
 from collections.abc import Iterator, Sequence
 
@@ -79,24 +78,20 @@ def update_table(
 
 
 class ProfiledEnv:
-    """A `GroupEnv` around a `BatchedEnv` that times its steps and records what the physics
-    received (initial states and actions, for the open-loop replay that gives the physical limit)
-    and the observations the policy was given (to time the policy alone afterwards)."""
+    """A `GroupEnv` around a `BatchedEnv` that keeps what the physics of each episode received
+    (start states and mocap positions at `reset`, the actions from the batch afterwards, `take`)
+    for the open-loop replay that gives the physical limit, and the observations the policy was
+    given (to time the policy alone afterwards). Nothing is recorded between reset and the end of
+    the rollout, so the rollout it times runs as it does in training."""
 
     def __init__(self, env) -> None:
-        self.env, self.step_seconds = env, 0.0
+        self.env = env
         self.recordings: list = []
-        self.observations: list[np.ndarray] = []  # per control step of every episode: [B, obs_dim]
-        self._first = 0  # index in `observations` of the episode's first step
-        self._lock = threading.Lock()  # parts on threads of their own record at once
+        self.observations: list[torch.Tensor] = []  # per control step of every episode: [B, obs_dim]
         self._physics_before = 0.0  # the env's physics seconds at the last `forget`
 
     def __getattr__(self, name):  # every other attribute of the GroupEnv interface
         return getattr(self.env, name)
-
-    @property
-    def done(self) -> np.ndarray:
-        return self.env.done
 
     @property
     def physics_seconds(self) -> float:
@@ -105,73 +100,53 @@ class ProfiledEnv:
 
     def forget(self) -> None:
         """Drop what was recorded so far (warm-up iterations) and count physics from now."""
-        self.finish()
         self.recordings.clear()
         self.observations.clear()
         self._physics_before = self.env.physics_seconds
-
-    def finish(self) -> None:
-        """Record how many control steps each world of the last episode took (its replay length)."""
-        if self.recordings and self.recordings[-1].lengths is None:
-            self.recordings[-1].lengths = self.env.steps.copy()
 
     def reset(self, seeds):
         from grpo_robot.bench.limit import Recording
 
         env = self.env
-        self.finish()
         obs = env.reset(seeds)
         actions = np.zeros((env.horizon, env.num_worlds, env.action_dim))  # rows after a world ends stay 0
         self.recordings.append(Recording(env.state.copy(), env.mocap_pos.copy(), actions))
-        self._first = len(self.observations)
-        self.observations.append(obs.copy())
         return obs
 
-    def _record_part(self, actions, worlds: slice) -> None:
-        """Keep the actions of `worlds`' running worlds, and the observations they were taken from."""
-        env = self.env
-        rows = np.arange(env.num_worlds)[worlds]
-        running = ~env.done[rows]
-        live = rows[running]
-        if len(live):
-            t = int(env.steps[live][0])
-            self.recordings[-1].actions[t, live] = np.clip(actions[running], -1.0, 1.0)
-            with self._lock:
-                while len(self.observations) <= self._first + t:
-                    self.observations.append(np.zeros_like(self.observations[-1]))
-                self.observations[self._first + t][rows] = env.sensordata[rows]
-
-    def step_async(self, actions, worlds: slice):
-        self._record_part(actions, worlds)
-        return self.env.step_async(actions, worlds)
-
-    def step_part(self, actions, worlds: slice, turn=None) -> None:
-        self._record_part(actions, worlds)
-        self.env.step_part(actions, worlds, turn)
-
-    def step(self, actions):
-        env = self.env
-        live = ~env.done  # every live world has taken the same number of steps
-        self.recordings[-1].actions[int(env.steps[live][0]), live] = np.clip(actions[live], -1.0, 1.0)
-        start = time.perf_counter()
-        out = env.step(actions)
-        self.step_seconds += time.perf_counter() - start
-        if not env.done.all():
-            self.observations.append(out[0].copy())
-        return out
+    def take(self, batch: Batch, policy) -> None:
+        """Complete the last episode's recording from its `batch` (the rollout has ended): each
+        world's actions on its live steps (`batch.mask`) as the env received them (`to_action` of
+        the raw sample, clipped), its length, and the policy's observations."""
+        rec = self.recordings[-1]
+        mask = batch.mask.cpu().numpy()
+        with torch.no_grad():
+            actions = policy.to_action(batch.raw).cpu().numpy()
+        t, b = np.nonzero(mask)
+        rec.actions[t, b] = np.clip(actions[t, b], -1.0, 1.0)
+        rec.lengths = self.env.steps.copy()
+        self.observations.extend(batch.obs.unbind(0))
 
 
 BEFORE = ("rollout.split=1", "rollout.policy_threads=null")  # the rollout as it was before the split
 
 
 def profiled_trainer(overrides: Sequence[str]):
-    """A `Trainer` of the default job with `overrides`, its env wrapped in a `ProfiledEnv`."""
+    """A `Trainer` of the default job with `overrides`, its env wrapped in a `ProfiledEnv` that
+    completes each episode's recording from the batch the sampler draws."""
     from grpo_robot.environment import make_env
     from grpo_robot.trainer import Trainer
 
     cfg = compose("experiment=push_from_scratch", "progress=false", *overrides)
     env = ProfiledEnv(make_env(cfg.env, cfg.algo.groups_per_iter * cfg.algo.group_size))
-    return Trainer(cfg, "/tmp/grpo-robot-profile-unused", env=env)
+    trainer = Trainer(cfg, "/tmp/grpo-robot-profile-unused", env=env)
+    sampler, recorded = trainer.sampler, trainer.sampler.recorded
+
+    def take_then_record(groups, batch):
+        env.take(batch, trainer.policy)
+        return recorded(groups, batch)
+
+    sampler.recorded = take_then_record
+    return trainer
 
 
 def profile_parts(trainer, rollout_s: float, update_s: float, limit_s: float, steps: int) -> dict[str, float]:
@@ -189,7 +164,7 @@ def profile_parts(trainer, rollout_s: float, update_s: float, limit_s: float, st
     start = time.perf_counter()
     with torch.no_grad(), torch_threads(threads):
         for obs in env.observations:
-            trainer.policy.sample(torch.as_tensor(obs, device=trainer.device), generator)
+            trainer.policy.sample(obs, generator)
     if trainer.device.type == "cuda":
         torch.cuda.synchronize()
     sample = time.perf_counter() - start
@@ -236,7 +211,6 @@ def cmd_profile(args: argparse.Namespace) -> None:
             recordings = trainer.sampler.env.recordings
             first = len(recordings)
             scalars = trainer.train_iteration().scalars
-            trainer.sampler.env.finish()
             times[name][0] += scalars["time/rollout_s"]
             times[name][1] += scalars["time/update_s"]
             times[name][2] += replay_seconds(replays[name], recordings[first:])
