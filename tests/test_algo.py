@@ -214,6 +214,48 @@ def test_hidden_tanh_matches_torch_tanh_in_value_and_gradient():
     assert torch.autograd.gradcheck(_SigmoidTanh.apply, (x64,))  # the form's own backward, in float64
 
 
+def test_hidden_tanh_without_autograd_is_the_same_computation():
+    """Where no gradient is wanted (rollouts, evaluation), the sigmoid form skips autograd's
+    bookkeeping: the same values, bit for bit."""
+    x = torch.randn(4096) * 5
+    with_graph = Tanh()(x.clone().requires_grad_(True))
+    with torch.no_grad():
+        assert torch.equal(Tanh()(x.clone().requires_grad_(True)), with_graph.detach())
+    assert torch.equal(Tanh()(x), with_graph.detach()) and with_graph.requires_grad
+
+
+def test_obs_normalizer_follows_every_change_of_its_statistics():
+    """The normalizer casts its float64 statistics once and reuses them until they change: after
+    `update`, `load_state_dict`, a cast or a move of the buffers, and for another input dtype, it
+    normalizes exactly as computing from the buffers afresh does."""
+    from grpo_robot.policies.base import ObsNormalizer
+
+    def afresh(norm, obs):
+        return ((obs - norm.mean.to(obs.dtype)) / torch.sqrt(norm.var.to(obs.dtype) + 1e-8)).clamp(-10, 10)
+
+    torch.manual_seed(0)
+    norm, other = ObsNormalizer(5), ObsNormalizer(5)
+    obs = torch.randn(64, 5) * 4 + 2
+    outputs = []
+    for change in ("none", "update", "again", "load_state_dict", "cast", "dtype"):
+        if change == "update":
+            norm.update(obs)
+        elif change == "again":
+            norm.update(obs * 3 - 1)
+        elif change == "load_state_dict":
+            other.update(torch.randn(32, 5) * 0.1 + 7)
+            norm.load_state_dict(other.state_dict())
+        elif change == "cast":  # new float32 buffers, then changed in place
+            norm.float()
+            norm.update(obs + 5)
+        x = obs.double() if change == "dtype" else obs
+        out = norm(x)
+        assert torch.equal(out, afresh(norm, x)), change
+        assert torch.equal(norm(x), out)  # the reuse
+        outputs.append(out.float())
+    assert all(not torch.equal(a, b) for a, b in zip(outputs[:5], outputs[1:], strict=True))
+
+
 def test_activation_torch_tanh_gives_the_same_policy_to_float_rounding():
     torch.manual_seed(0)
     fast = GaussianPolicy(22, 4, hidden_sizes=[128, 128], init_std=0.5)

@@ -30,9 +30,11 @@ class Tanh(nn.Module):
     (one fused kernel on a GPU)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.device.type == "cpu" and x.dtype == torch.float32:
+        if x.device.type != "cpu" or x.dtype != torch.float32:
+            return torch.tanh(x)
+        if torch.is_grad_enabled() and x.requires_grad:
             return _SigmoidTanh.apply(x)
-        return torch.tanh(x)
+        return torch.sigmoid(x * 2.0).mul_(2.0).sub_(1.0)  # _SigmoidTanh.forward, without autograd's bookkeeping
 
 
 # torch_tanh: torch.tanh on every device, as "tanh" computed before the sigmoid form (its results to the bit)
@@ -67,6 +69,9 @@ class ObsNormalizer(nn.Module):
         self.register_buffer("mean", torch.zeros(obs_dim, dtype=torch.float64))
         self.register_buffer("var", torch.ones(obs_dim, dtype=torch.float64))
         self.register_buffer("count", torch.zeros((), dtype=torch.float64))
+        # (mean, var, (their versions, dtype), (mean, sqrt(var + 1e-8)) in that dtype): the statistics
+        # change only between iterations, the forward runs at every control step
+        self._cast: tuple | None = None
 
     @torch.no_grad()
     def update(self, obs: torch.Tensor) -> None:
@@ -85,8 +90,19 @@ class ObsNormalizer(nn.Module):
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         if not self.enabled:
             return obs
-        normed = (obs - self.mean.to(obs.dtype)) / torch.sqrt(self.var.to(obs.dtype) + 1e-8)
-        return normed.clamp(-self.clip, self.clip)
+        mean, scale = self._statistics(obs.dtype)
+        return ((obs - mean) / scale).clamp(-self.clip, self.clip)
+
+    def _statistics(self, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """(mean, sqrt(var + 1e-8)) in `dtype`, computed again only when a buffer was replaced
+        (moved, cast) or changed in place (`update`, `load_state_dict`: tensor versions)."""
+        mean, var, cast = self.mean, self.var, self._cast
+        stamp = (mean._version, var._version, dtype)
+        if cast is None or cast[0] is not mean or cast[1] is not var or cast[2] != stamp:
+            with torch.no_grad():
+                cast = (mean, var, stamp, (mean.to(dtype), torch.sqrt(var.to(dtype) + 1e-8)))
+            self._cast = cast
+        return cast[3]
 
 
 class Policy(nn.Module):
