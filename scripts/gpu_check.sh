@@ -12,8 +12,10 @@
 #      one thread and taking turns on one physics pool (`rollout.parallel_parts=false`, "before")
 #      against the default ("after"); then the parts trading the GIL (`rollout.take_turns=false`)
 #      against taking turns at Python (the default);
+#      3d: the policy and its update on the CPU (`device=cpu`, "before") against CUDA (the default);
 #   4. the default job from scratch on each seed of SEEDS to 90% on the 200 held-out seeds
 #      (`target_success=0.9 eval_every=10`), at most TRAIN_MIN minutes of training each;
+#   5. the same with `device=cpu` on each seed of CPU_SEEDS (default: 3; empty: none);
 # Logs and each run's summary.json land in $OUT; the last lines printed are the table of section 4.
 # Where the machine lacks the project's dependencies, put their wheels (and the project's own
 # wheel) in .whl/: they are installed into /tmp/site first.
@@ -21,6 +23,7 @@ set -u
 OUT=${OUT:-/tmp/gpu_check}
 SEEDS=${SEEDS:-3 4 5}
 TRAIN_MIN=${TRAIN_MIN:-1.5}
+CPU_SEEDS=${CPU_SEEDS-3}
 PY=${PY:-python3}
 export PYTHONUNBUFFERED=1
 mkdir -p "$OUT"
@@ -50,34 +53,50 @@ timeout 150 $PY scripts/benchmark.py profile --iterations 3 --before rollout.par
 echo "== 3c. profile: the parts' turns at Python (held across the policy's host-device round trip on a GPU)"
 timeout 150 $PY scripts/benchmark.py profile --iterations 3 --before rollout.take_turns=false 2>&1 | tee "$OUT/profile_turns.log"
 
+echo "== 3d. profile: the policy on the CPU against CUDA (a 128x128 MLP: launch-bound on a GPU)"
+timeout 150 $PY scripts/benchmark.py profile --iterations 3 --before device=cpu 2>&1 | tee "$OUT/profile_cpu.log"
+
+train() {  # train <seed> <name> [overrides...]: the default job to 90%, its summary as summary_<name>.json
+    local s=$1 name=$2
+    shift 2
+    timeout $(awk "BEGIN{print int($TRAIN_MIN*60+40)}") $PY scripts/train.py seed="$s" progress=false \
+        target_success=0.9 eval_every=10 time_limit_min="$TRAIN_MIN" hydra.run.dir="/tmp/gpu_runs/$name" "$@" \
+        >"$OUT/train_$name.log" 2>&1
+    cp "/tmp/gpu_runs/$name/summary.json" "$OUT/summary_$name.json" 2>/dev/null
+    tail -n 4 "$OUT/train_$name.log"
+}
+
 echo "== 4. default job from scratch to 90%"
 for s in $SEEDS; do
-    timeout $(awk "BEGIN{print int($TRAIN_MIN*60+40)}") $PY scripts/train.py seed="$s" progress=false \
-        target_success=0.9 eval_every=10 time_limit_min="$TRAIN_MIN" hydra.run.dir="/tmp/gpu_runs/seed$s" \
-        >"$OUT/train_seed$s.log" 2>&1
-    cp "/tmp/gpu_runs/seed$s/summary.json" "$OUT/summary_seed$s.json" 2>/dev/null
-    tail -n 4 "$OUT/train_seed$s.log"
+    train "$s" "seed$s"
+done
+echo "== 5. default job from scratch to 90%, device=cpu"
+for s in $CPU_SEEDS; do
+    train "$s" "cpu_seed$s" device=cpu
 done
 
 
 echo "== table: default job from scratch, time to 90% (200 held-out seeds, evaluated every 10 iterations)"
-$PY - "$OUT" $SEEDS <<'EOF'
+$PY - "$OUT" $SEEDS ${CPU_SEEDS:+cpu $CPU_SEEDS} <<'EOF'
 import json, pathlib, statistics, sys
-out, seeds = pathlib.Path(sys.argv[1]), sys.argv[2:]
+out, args = pathlib.Path(sys.argv[1]), sys.argv[2:]
+cut = args.index("cpu") if "cpu" in args else len(args)
+runs = [(s, f"seed{s}") for s in args[:cut]] + [(f"{s}, device=cpu", f"cpu_seed{s}") for s in args[cut + 1:]]
 times = []
 print("| seed | reached | env steps | s (all) | s (training) | last eval | best eval | stopped |")
-for s in seeds:
-    f = out / f"summary_seed{s}.json"
+for s, name in runs:
+    f = out / f"summary_{name}.json"
     if not f.exists():
         print(f"| {s} | no summary | | | | | | |")
         continue
     d = json.loads(f.read_text())
     t = d.get("target", {})
     rate = d.get("eval", {}).get("success_rate")
-    if t.get("reached"):
+    if t.get("reached") and name.startswith("seed"):
         times.append(t["seconds"])
     print(f"| {s} | {t.get('reached')} | {t.get('env_steps', d.get('env_steps'))} | {t.get('seconds')} | "
           f"{t.get('train_seconds')} | {rate} | {d.get('best_eval')} | {d.get('stopped')} |")
 if times:
-    print("median s to 90% over the seeds that reached it:", statistics.median(times), f"({len(times)}/{len(seeds)})")
+    print("median s to 90% (device=auto) over the seeds that reached it:", statistics.median(times),
+          f"({len(times)}/{cut})")
 EOF
