@@ -137,6 +137,11 @@ class BatchedEnv:
         return self.task.name
 
     @property
+    def task_id(self) -> str:
+        """The task's versioned id (`PushCube-v2`): what a record of results on this env names."""
+        return self.task.task_id()
+
+    @property
     def physics_seconds(self) -> float:
         """Wall time spent in the physics calls (`mujoco.rollout` alone) since construction:
         `step`'s, plus the mean over the parts of `use_parts` of each one's own (they run side by

@@ -137,12 +137,13 @@ def _evaluate(cfg: DictConfig) -> None:
         mode += f"_{cfg.decode}"
     output = Path(cfg.output) if cfg.output else path.with_name(f"{path.stem}_eval_{cfg.n_seeds}_{mode}.json")
     env.close()
-    record = {"checkpoint": str(path), "task": env.name, "mode": mode, **result.to_json()}
+    task = getattr(env, "task_id", env.name)  # a built-in task's version (PushCube-v2); a Gymnasium id as it is
+    record = {"checkpoint": str(path), "task": task, "mode": mode, **result.to_json()}
     try:
         checkpoint.write_text_atomic(output, json.dumps(record, indent=1))
     except OSError as err:
         _fail(str(err), code=1)
-    print(f"{env.name}, {mode}, {path}: {result.summary()}")
+    print(f"{task}, {mode}, {path}: {result.summary()}")
     print(f"per-seed outcomes: {output}")
     if cfg.video:
         folder = Path(cfg.video_dir) if cfg.video_dir else path.with_name(f"{path.stem}_videos")
