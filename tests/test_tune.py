@@ -142,6 +142,9 @@ def test_a_seconds_search_scores_wall_clock_without_evaluations_and_budgets_by_t
         ("objective: wallclock\nparams: {algo.lr: {low: 1.0e-4, high: 1.0e-3}}\n", "objective='wallclock' is invalid"),
         ("objective: seconds\nparams: {algo.lr: {low: 1.0e-4, high: 1.0e-3}}\n", "needs time_limit_min > 0"),
         ("max_env_steps: null\nparams: {algo.lr: {low: 1.0e-4, high: 1.0e-3}}\n", "needs max_env_steps"),
+        ("prune_after: 3\nparams: {algo.lr: {low: 1.0e-4, high: 1.0e-3}}\n",
+         r"prune_after=3 is invalid: allowed: an integer from 1 to 2 .* or null \(never\)"),
+        ("prune_after: true\nparams: {algo.lr: {low: 1.0e-4, high: 1.0e-3}}\n", "prune_after=True is invalid"),
         (
             "params: {algo.desired_kl: {low: 0.01, high: 0.1, when: {algo.lr_schedule: adaptive}},\n"
             "         algo.lr_schedule: {choices: [constant, adaptive]}}\n",
@@ -314,3 +317,30 @@ def test_a_param_moved_out_of_the_space_keeps_its_column_and_the_fixed_values_te
     first = "policy.hidden_sizes=[32,32] algo.group_size=4 algo.groups_per_iter=8"
     assert rows[0].endswith(f"| 1 | {first} |")
     assert rows[1].endswith(f"| - | {first} policy.init_std=0.3 |")
+
+
+@pytest.mark.parametrize("prune_after,pruned_at", [(1, [0]), (2, [1]), (None, [])])
+def test_prune_after_sets_the_first_seed_at_which_a_trial_can_be_pruned(tmp_path, monkeypatch, prune_after, pruned_at):
+    """Trials 0-3 cost 1 on every seed; trial 4 costs 100 on every seed, worse than their median:
+    the pruner stops it after seed `prune_after` (0-based: the seed index - 1), or never (null)."""
+    space_file = tmp_path / "space.yaml"
+    three = TINY.replace("seeds: [0, 1]", "seeds: [0, 1, 2]")
+    space_file.write_text(three + ("prune_after: null\n" if prune_after is None else f"prune_after: {prune_after}\n"))
+    space = tune.load_space(space_file)
+    assert space.prune_after == prune_after
+    seen: list[tuple[int, int]] = []
+
+    def fake_train(space, config, run_dir):
+        trial = int(run_dir.parent.name.split("_")[1])
+        seen.append((trial, config.seed))
+        return {"seed": config.seed, "cost": 100.0 if trial == 4 else 1.0, "reached": True, "final_success": 0.5,
+                "seconds": 1.0}  # fmt: skip
+
+    monkeypatch.setattr(tune, "train_one", fake_train)
+    st = tune.run(space, tmp_path / "study", 5, log=lambda line: None)
+    assert [t.state.name for t in st.trials[:4]] == ["COMPLETE"] * 4
+    last_seed = [seed for trial, seed in seen if trial == 4]
+    if pruned_at:
+        assert st.trials[4].state.name == "PRUNED" and last_seed == list(range(pruned_at[0] + 1))
+    else:
+        assert st.trials[4].state.name == "COMPLETE" and last_seed == [0, 1, 2]

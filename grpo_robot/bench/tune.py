@@ -13,7 +13,8 @@ included, but they carry the machine's noise: compare trials run on one machine 
 
 The trial's value is the mean over `seeds`; Optuna's TPE sampler (seeded) proposes the next
 trial and its median pruner stops a trial whose running mean after a seed is worse than the
-median of earlier trials there. The study lives in `<out>/study.db` (SQLite), so an interrupted
+median of earlier trials there, from the `prune_after`-th seed on (1 by default; null: never, so
+that one noisy first seed cannot end a trial). The study lives in `<out>/study.db` (SQLite), so an interrupted
 search resumes where it stopped, and every finished run appends a line to `<out>/runs.jsonl`.
 Params valid alone can clash (`algo.std_anneal.final` at or above the drawn `policy.init_std`):
 each seed's config is validated before any run, and a refused draw trains nothing, is kept as a
@@ -38,7 +39,7 @@ import yaml
 from grpo_robot.cli import compose_train_config as compose
 
 TUNE_KEYS = {"experiment", "overrides", "seeds", "target", "max_env_steps", "eval_every", "eval_seeds", "params",
-             "objective", "time_limit_min"}  # fmt: skip
+             "objective", "time_limit_min", "prune_after"}  # fmt: skip
 OBJECTIVES = ("env_steps", "seconds")
 
 
@@ -94,6 +95,7 @@ class Space:
     eval_seeds: int = 100
     objective: str = "env_steps"  # or "seconds": wall-clock to the target, all stages
     time_limit_min: float | None = None  # the budget of a `seconds` search (each run's time limit)
+    prune_after: int | None = 1  # seeds a trial runs before the pruner may stop it; None: never pruned
     source: str = field(default="", compare=False)
 
     @property
@@ -170,10 +172,15 @@ def load_space(path: str | Path) -> Space:
         raise ValueError(f"{path}: objective: seconds needs time_limit_min > 0 (each run's budget), got {limit!r}")
     if objective == "env_steps" and raw.get("max_env_steps", 1) is None:
         raise ValueError(f"{path}: objective: env_steps needs max_env_steps (each run's budget), got null")
+    prune_after = raw.get("prune_after", 1)
+    whole = isinstance(prune_after, int) and not isinstance(prune_after, bool)
+    if "prune_after" in raw and prune_after is not None and not (whole and 1 <= prune_after < len(seeds)):
+        raise ValueError(f"{path}: prune_after={prune_after!r} is invalid: allowed: an integer from 1 to "
+                         f"{len(seeds) - 1} (seeds run before the pruner may stop a trial), or null (never)")
     space = Space(experiment=str(raw.get("experiment", "push_from_scratch")), params=tuple(params),
                   overrides=tuple(raw.get("overrides") or ()), seeds=seeds,
                   **{k: raw[k] for k in ("target", "max_env_steps", "eval_every", "eval_seeds", "objective",
-                                         "time_limit_min") if k in raw},
+                                         "time_limit_min", "prune_after") if k in raw},
                   source=str(path))  # fmt: skip
     try:
         for p in params:
@@ -260,9 +267,12 @@ def study(space: Space, out: Path, sampler_seed: int = 0):
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     out.mkdir(parents=True, exist_ok=True)
+    # the pruner is not kept in the study: each process sets it from the space (step k = seed k's running mean)
+    pruner = (optuna.pruners.NopPruner() if space.prune_after is None
+              else optuna.pruners.MedianPruner(n_startup_trials=4, n_warmup_steps=space.prune_after - 1))  # fmt: skip
     st = optuna.create_study(
         study_name="tune", storage=f"sqlite:///{out / 'study.db'}", load_if_exists=True, direction="minimize",
-        pruner=optuna.pruners.MedianPruner(n_startup_trials=4, n_warmup_steps=0),
+        pruner=pruner,
     )  # fmt: skip
     # The sampler's stream starts over in every process: seeded with the seed alone, a resumed
     # study drew its first trials' values again (its random start-up trials, and TPE's candidates).
