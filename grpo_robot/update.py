@@ -185,9 +185,9 @@ class Learner:
         # for the device once per optimizer step (the finiteness check), never for an index.
         traj_host, keep_host = traj.cpu(), keep.cpu()
         stats: dict[str, list] = {}  # per optimizer step: 0-d tensors, or floats; read once at the end
-        last_epoch_kl: list[torch.Tensor] = []  # approx. KL to the rollout policy at each step of the last epoch
+        kl_steps = 0  # optimizer steps of the last epoch that report an approx. KL to the rollout policy
         for _ in range(cfg.epochs):
-            epoch_kl: list[torch.Tensor] = []
+            kl_steps = 0
             for members_host in torch.randperm(n_traj, generator=shuffle).chunk(cfg.minibatches):
                 in_mb = torch.zeros(n_traj, dtype=torch.bool)
                 in_mb[members_host] = True
@@ -236,11 +236,10 @@ class Learner:
                 for key, value in {**metrics, "grad_norm": grad_norm, "skipped_fraction": 0.0}.items():
                     stats.setdefault(key, []).append(value.detach() if torch.is_tensor(value) else value)
                 if "approx_kl" in metrics:  # every built-in policy loss reports it
-                    epoch_kl.append(stats["approx_kl"][-1])
-            last_epoch_kl = epoch_kl
+                    kl_steps += 1
         values = _floats(stats, device)
-        if cfg.lr_schedule == "adaptive" and last_epoch_kl:
-            self._adapt_lr(float(np.mean(values["approx_kl"][-len(last_epoch_kl):])))
+        if cfg.lr_schedule == "adaptive" and kl_steps:  # the mean over the last epoch's steps
+            self._adapt_lr(float(np.mean(values["approx_kl"][-kl_steps:])))
         return {k: float(np.mean(v)) for k, v in values.items()}
 
     def _adapt_lr(self, kl: float) -> None:
