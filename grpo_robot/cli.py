@@ -292,11 +292,16 @@ def _pretrain_bc(cfg: DictConfig) -> None:
 def compose_train_config(*overrides: str):
     """The `TrainConfig` that `scripts/train.py <overrides>` would train, composed from `conf/`
     without running anything (for scripts and tests)."""
+    return to_train_config(compose_config(*overrides))
+
+
+def compose_config(*overrides: str) -> DictConfig:
+    """`conf/config.yaml` composed with `overrides`, untyped (see `compose_train_config`)."""
     from hydra import compose, initialize_config_dir
 
     register_configs()
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        return to_train_config(compose("config", overrides=list(overrides)))
+        return compose("config", overrides=list(overrides))
 
 
 def _precompose(config_name: str, overrides: list[str]) -> list[DictConfig]:

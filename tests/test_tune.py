@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from grpo_robot.bench import tune
+from grpo_robot.cli import compose_config
 
 optuna = pytest.importorskip("optuna")  # the `tune` extra, which the README's test install includes
 ROOT = Path(__file__).resolve().parents[1]
@@ -220,6 +221,21 @@ def test_the_shipped_search_spaces_load():
     for path in sorted((ROOT / "conf" / "tune").glob("*.yaml")):
         space = tune.load_space(path)
         assert space.params and space.target in (0.9, 0.95) and 3 not in space.seeds  # 3-7 are for confirming
+
+
+def test_the_space_check_sets_values_on_one_composition_as_hydra_composes_them():
+    """load_space checks each bound on one composed config, setting the value as Hydra parses it;
+    that config equals a full composition, and a config group falls back to composing."""
+    space = tune.load_space(ROOT / "conf" / "tune" / "push_cube_bc.yaml")
+    base = compose_config(*space.base_overrides(space.seeds[0]))
+    checks = [{"algo.lr": 0.0031}, {"algo.group_size": 12, "seed": 4}, {"algo.std_anneal.final": None},
+              {"policy.hidden_sizes": "[64,32]"}, {"policy": "tokenized_factorized", "algo.epochs": 3}]  # fmt: skip
+    for values in checks:
+        rest = {k: v for k, v in values.items() if k != "seed"}
+        composed = space.trial_config(rest, values.get("seed", space.seeds[0]))
+        assert tune._with_values(space, base, values) == composed
+    assert composed.policy.type != space.trial_config({}, 0).policy.type  # the group did change
+    assert tune._with_values(space, base, {"policy.hidden_sizes": "[64,32]"}).policy.hidden_sizes == [64, 32]
 
 
 def test_a_null_choice_turns_an_option_off_and_its_conditional_param_with_it():

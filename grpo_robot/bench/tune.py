@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from grpo_robot.cli import compose_config
 from grpo_robot.cli import compose_train_config as compose
 
 TUNE_KEYS = {"experiment", "overrides", "seeds", "target", "max_env_steps", "eval_every", "eval_seeds", "params",
@@ -183,17 +184,39 @@ def load_space(path: str | Path) -> Space:
                                          "time_limit_min", "prune_after") if k in raw},
                   source=str(path))  # fmt: skip
     try:
+        base = compose_config(*space.base_overrides(seeds[0]))  # composed once: each check sets leaves on it
+        checks = [{"seed": seed} for seed in seeds]
         for p in params:
             enabling = {key: allowed[0] for key, allowed in p.when}  # a conditional param where it is drawn
-            for value in p.extremes():
-                validate(space.trial_config({**enabling, p.key: value}, seeds[0]))
-        for seed in seeds:
-            validate(space.trial_config({}, seed))
+            checks += [{**enabling, p.key: value} for value in p.extremes()]
+        for values in checks:
+            validate(_with_values(space, base, values))
     except (ConfigError, ValueError) as err:
         raise ValueError(f"{path}: {str(err).splitlines()[0]}") from None
     except Exception as err:  # noqa: BLE001  (Hydra's own errors on a bad override)
         raise ValueError(f"{path}: {type(err).__name__}: {str(err).splitlines()[0]}") from None
     return space
+
+
+def _with_values(space: Space, base, values: dict[str, Any]):
+    """The config `space.trial_config(values, ...)` composes, built from `base` (the space's
+    composition) by setting each value as Hydra parses it on the command line; a key that is no
+    leaf of `base` (a config group, or a key Hydra would refuse) is composed in full instead."""
+    import copy
+
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import DictConfig, OmegaConf
+
+    from grpo_robot.config import to_train_config
+
+    cfg = copy.deepcopy(base)
+    parser = OverridesParser.create()
+    for key, value in values.items():
+        if isinstance(OmegaConf.select(cfg, key, default=DictConfig({})), DictConfig):
+            rest = {k: v for k, v in values.items() if k != "seed"}
+            return space.trial_config(rest, values.get("seed", space.seeds[0]))
+        OmegaConf.update(cfg, key, parser.parse_override(f"{key}={_hydra(value)}").value(), merge=False)
+    return to_train_config(cfg)
 
 
 def _when(path: Path, key: str, spec: Any, earlier: dict[str, Param]) -> tuple[tuple[str, tuple], ...]:
