@@ -16,10 +16,10 @@ from grpo_robot.config import TrainConfig, config_dict, migrate, to_train_config
 # keys a resumed run may change: budgets, schedules of evaluation and saving, the device, the
 # console, and physics threads (bit-identical for any count)
 SAFE_KEYS = (
-    "iterations", "max_env_steps", "time_limit_min", "eval_every", "eval_seeds", "eval_deterministic",
-    "eval_at_start", "target_success", "checkpoint_every", "progress", "device", "resume", "env.nthread",
-    "env.step_timeout_s", "env.vector", "rollout", "ray", "loggers", "wandb", "video_every", "video_episodes",
-    "render",
+    "iterations", "max_env_steps", "time_limit_min", "eval_every", "eval_min_train_success", "eval_seeds",
+    "eval_deterministic", "eval_at_start", "target_success", "checkpoint_every", "progress", "device", "resume",
+    "env.nthread", "env.step_timeout_s", "env.vector", "rollout", "ray", "loggers", "wandb", "video_every",
+    "video_episodes", "render",
 )  # fmt: skip
 
 
@@ -71,9 +71,10 @@ def check_same_run(saved: dict[str, Any], cfg: TrainConfig, where: str) -> None:
     for key in sorted(mine.keys() | theirs.keys()):
         if _is_safe(key) or mine.get(key) == theirs.get(key):
             continue
+        may_change = ", ".join(k for k in SAFE_KEYS if k != "resume")
         raise ValueError(
             f"{where}: {key}={mine.get(key)!r} differs from the run's {key}={theirs.get(key)!r}; a resumed run "
-            f"keeps its env, policy, algorithm and seed (only {', '.join(SAFE_KEYS[:-1])} may change); to train "
+            f"keeps its env, policy, algorithm and seed (only {may_change} may change); to train "
             "something else from its weights, start a new run with init_from="
             f"{where.split('=', 1)[-1]}"
         )

@@ -203,7 +203,7 @@ def test_resume_keeps_the_run_and_refuses_changes_to_what_is_trained(tmp_path):
     changed = run_main("train", f"resume={run_dir}", "env=place_cube", "iterations=4")
     assert changed.code == 2 and len(changed.error_lines) == 1
     assert "env.task='PlaceCube-v2' differs from the run's env.task='Reach-v1'" in changed.error_lines[0]
-    longer = run_main("train", f"resume={run_dir}", "iterations=3")
+    longer = run_main("train", f"resume={run_dir}", "iterations=3", "eval_min_train_success=0.5")  # a schedule
     assert longer.code == 0, longer.stderr
     assert state(run_dir / "checkpoints" / "last.pt")["iteration"] == 3
     assert json.loads((run_dir / "summary.json").read_text())["iterations"] == 3
