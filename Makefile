@@ -1,6 +1,6 @@
 # make train: the default job; make test: ruff, then the test suite. Both first run `make setup`,
 # which creates .venv (if missing) and installs into it PyTorch's CPU build, then this package
-# (editable, with the dev, fetch, robosuite, ray, plot, wandb and video extras). It reinstalls only when pyproject.toml changes.
+# (editable, with the dev, fetch, robosuite, ray, plot, wandb, video and tune extras). It reinstalls only when pyproject.toml changes.
 #   make train ARGS="seed=3 algo.group_size=8"   # Hydra overrides for scripts/train.py
 #   make test ARGS="-m slow -x"                  # options for pytest
 

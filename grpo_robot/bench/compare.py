@@ -18,7 +18,7 @@ from grpo_robot.cli import compose_train_config
 from grpo_robot.stats import wilson_interval
 
 ROWS: dict[str, list[str]] = {
-    "gaussian": [],  # the default: Gaussian policy, grpo preset
+    "gaussian": [],  # the default job as it is (Gaussian policy, algo=grpo_from_scratch)
     "tokenized factorized": ["policy=tokenized_factorized", "algo.ratio=token"],
     "tokenized autoregressive": ["policy=tokenized_autoregressive", "algo.ratio=token"],
     "dr_grpo": ["algo=dr_grpo"],
