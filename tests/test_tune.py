@@ -228,14 +228,14 @@ def test_the_space_check_sets_values_on_one_composition_as_hydra_composes_them()
     that config equals a full composition, and a config group falls back to composing."""
     space = tune.load_space(ROOT / "conf" / "tune" / "push_cube_bc.yaml")
     base = compose_config(*space.base_overrides(space.seeds[0]))
-    checks = [{"algo.lr": 0.0031}, {"algo.group_size": 12, "seed": 4}, {"algo.std_anneal.final": None},
-              {"policy.hidden_sizes": "[64,32]"}, {"policy": "tokenized_factorized", "algo.epochs": 3}]  # fmt: skip
-    for values in checks:
-        rest = {k: v for k, v in values.items() if k != "seed"}
-        composed = space.trial_config(rest, values.get("seed", space.seeds[0]))
-        assert tune._with_values(space, base, values) == composed
-    assert composed.policy.type != space.trial_config({}, 0).policy.type  # the group did change
-    assert tune._with_values(space, base, {"policy.hidden_sizes": "[64,32]"}).policy.hidden_sizes == [64, 32]
+    checks = [({"algo.lr": 0.0031}, 0), ({"algo.group_size": 12}, 4), ({"algo.std_anneal.final": None}, 0),
+              ({"policy.hidden_sizes": "[64,32]"}, 1),
+              ({"policy": "tokenized_factorized", "algo.epochs": 3}, 0)]  # fmt: skip
+    for values, seed in checks:
+        assert tune._with_values(space, base, values, seed) == space.trial_config(values, seed)
+    assert space.trial_config(values, 0).policy.type != space.trial_config({}, 0).policy.type  # the group changed
+    assert tune._with_values(space, base, {}, 4).seed == 4
+    assert tune._with_values(space, base, {"policy.hidden_sizes": "[64,32]"}, 0).policy.hidden_sizes == [64, 32]
 
 
 def test_a_null_choice_turns_an_option_off_and_its_conditional_param_with_it():

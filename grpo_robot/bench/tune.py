@@ -26,6 +26,7 @@ aggregated), and its current release pins optuna < 3.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from collections.abc import Callable, Sequence
@@ -185,12 +186,12 @@ def load_space(path: str | Path) -> Space:
                   source=str(path))  # fmt: skip
     try:
         base = compose_config(*space.base_overrides(seeds[0]))  # composed once: each check sets leaves on it
-        checks = [{"seed": seed} for seed in seeds]
+        checks = [({}, seed) for seed in seeds]
         for p in params:
             enabling = {key: allowed[0] for key, allowed in p.when}  # a conditional param where it is drawn
-            checks += [{**enabling, p.key: value} for value in p.extremes()]
-        for values in checks:
-            validate(_with_values(space, base, values))
+            checks += [({**enabling, p.key: value}, seeds[0]) for value in p.extremes()]
+        for values, seed in checks:
+            validate(_with_values(space, base, values, seed))
     except (ConfigError, ValueError) as err:
         raise ValueError(f"{path}: {str(err).splitlines()[0]}") from None
     except Exception as err:  # noqa: BLE001  (Hydra's own errors on a bad override)
@@ -198,23 +199,21 @@ def load_space(path: str | Path) -> Space:
     return space
 
 
-def _with_values(space: Space, base, values: dict[str, Any]):
-    """The config `space.trial_config(values, ...)` composes, built from `base` (the space's
-    composition) by setting each value as Hydra parses it on the command line; a key that is no
-    leaf of `base` (a config group, or a key Hydra would refuse) is composed in full instead."""
-    import copy
-
+def _with_values(space: Space, base, values: dict[str, Any], seed: int):
+    """The config `space.trial_config(values, seed)` composes, built from `base` (the space's
+    composition) by setting the seed and each value as Hydra parses it on the command line; a key
+    that is no leaf of `base` (a config group, or a key Hydra would refuse) is composed in full."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import DictConfig, OmegaConf
 
     from grpo_robot.config import to_train_config
 
     cfg = copy.deepcopy(base)
+    cfg.seed = seed
     parser = OverridesParser.create()
     for key, value in values.items():
         if isinstance(OmegaConf.select(cfg, key, default=DictConfig({})), DictConfig):
-            rest = {k: v for k, v in values.items() if k != "seed"}
-            return space.trial_config(rest, values.get("seed", space.seeds[0]))
+            return space.trial_config(values, seed)
         OmegaConf.update(cfg, key, parser.parse_override(f"{key}={_hydra(value)}").value(), merge=False)
     return to_train_config(cfg)
 
