@@ -7,7 +7,8 @@ censored runs count).
 
 The study is kept in <out>/study.db: run the same command again to add trials or resume after an
 interruption; `--enqueue KEY=VALUE ...` has the next trial take those values (the preset's, say)
-instead of drawing them. Confirm the best trial on seeds the search never saw, e.g.
+instead of drawing them; a seconds search timed on another machine is refused unless
+`--any-machine`. Confirm the best trial on seeds the search never saw, e.g.
 `python scripts/train.py -m seed=3,4,5,6,7 <the best trial's overrides>`. Needs Optuna
 (`pip install -e ".[tune]"`).
 """
@@ -31,7 +32,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--report", action="store_true", help="print the trials so far and stop")
     parser.add_argument("--enqueue", nargs="+", metavar="KEY=VALUE", default=[],
                         help="values of searched params that the next trial takes instead of drawing them "
-                             "(e.g. the current preset's), unless a trial already has them")  # fmt: skip
+                             "(e.g. the current preset's), unless a trial already has them")
+    parser.add_argument("--any-machine", action="store_true",
+                        help="go on with a seconds search whose runs were timed on another machine "
+                             "(refused otherwise: its costs would not compare)")  # fmt: skip
     args = parser.parse_args(argv)
     if args.trials < 1:
         print(f"error: --trials={args.trials} is invalid: must be >= 1", file=sys.stderr)
@@ -49,8 +53,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if not args.report:
         try:
-            tune.run(space, args.out, args.trials, log=lambda line: print(line, flush=True), enqueue=enqueue)
-        except ConfigError as err:  # draw after draw refused by the config
+            tune.run(space, args.out, args.trials, log=lambda line: print(line, flush=True), enqueue=enqueue,
+                     any_machine=args.any_machine)  # fmt: skip
+        except (ConfigError, tune.OtherMachine) as err:  # draw after draw refused by the config; another machine
             print(f"error: {err}", file=sys.stderr)
             return 2
         except tune.TuneInterrupted as err:

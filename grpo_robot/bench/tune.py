@@ -9,7 +9,9 @@ last iterations' training success). With `objective: seconds` the cost is the ru
 that evaluation, every stage counted (demos, cloning, rollouts, updates) but the evaluations (how
 often a preset evaluates is its own choice), and the budget is `time_limit_min`: a censored run
 costs `60 * time_limit_min * (2 - best / target)`. Seconds are what a user waits for, update cost
-included, but they carry the machine's noise: compare trials run on one machine in one period.
+included, but they carry the machine's noise: compare trials run on one machine in one period
+(a `seconds` study whose runs were timed on another CPU, core count or GPU is refused, unless
+`--any-machine`).
 
 The trial's value is the mean over `seeds`; Optuna's TPE sampler (seeded) proposes the next
 trial and its median pruner stops a trial whose running mean after a seed is worse than the
@@ -43,6 +45,34 @@ from grpo_robot.cli import compose_train_config as compose
 TUNE_KEYS = {"experiment", "overrides", "seeds", "target", "max_env_steps", "eval_every", "eval_seeds", "params",
              "objective", "time_limit_min", "prune_after"}  # fmt: skip
 OBJECTIVES = ("env_steps", "seconds")
+
+
+class OtherMachine(ValueError):
+    """A `seconds` study's earlier runs were timed on another machine: its costs and new ones
+    would not compare (`check_machine`)."""
+
+
+MACHINE_KEYS = ("cpu", "cores", "gpu")  # what makes seconds on one machine not seconds on another
+
+
+def check_machine(space: Space, out: Path, current: dict | None = None) -> None:
+    """`OtherMachine` (one line) when `space` scores seconds and a run in `<out>/runs.jsonl` was
+    timed on a machine whose CPU, cores or GPU differ from this one (`current`, by default
+    `machine.describe()`): TPE would rank new trials against costs from a faster or slower
+    machine. An env-steps search may move between machines."""
+    from grpo_robot import machine
+
+    runs = out / "runs.jsonl"
+    if space.objective != "seconds" or not runs.is_file():
+        return
+    current = machine.describe() if current is None else current
+    mine = {k: current.get(k) for k in MACHINE_KEYS}
+    for line in runs.read_text().splitlines():
+        theirs = (json.loads(line).get("machine") or {}) if line.strip() else {}
+        if theirs and {k: theirs.get(k) for k in MACHINE_KEYS} != mine:
+            raise OtherMachine(f"{out}: its runs were timed on {machine.one_line(theirs)}, this is "
+                               f"{machine.one_line(current)}; seconds do not compare across machines: go on "
+                               "there, start a new --out, or pass --any-machine")  # fmt: skip
 
 
 class TuneInterrupted(RuntimeError):
@@ -335,16 +365,23 @@ MAX_REFUSED_DRAWS = 50  # draws in a row the config refuses before the search gi
 
 
 def run(space: Space, out: Path, trials: int, log: Callable[[str], None] = print,
-        enqueue: dict[str, Any] | None = None) -> Any:  # fmt: skip
+        enqueue: dict[str, Any] | None = None, any_machine: bool = False) -> Any:  # fmt: skip
     """Run trials until the study holds `trials` finished or pruned ones; the study. `enqueue`:
     values (`parse_enqueue`) that the next trial takes instead of drawing them, unless a trial
-    of the study already has them."""
+    of the study already has them. A `seconds` study timed on another machine is refused
+    (`check_machine`) unless `any_machine`."""
     import optuna
 
     from grpo_robot.config import ConfigError
     from grpo_robot.config.validate import validate
 
     st = study(space, out)
+
+    def done() -> int:  # refused draws do not count
+        return sum(t.state.name in ("COMPLETE", "PRUNED") and "refused" not in t.user_attrs for t in st.trials)
+
+    if done() < trials and not any_machine:
+        check_machine(space, out)  # before anything is added to the study
     if enqueue:
         st.enqueue_trial(enqueue, skip_if_exists=True)
 
@@ -377,9 +414,6 @@ def run(space: Space, out: Path, trials: int, log: Callable[[str], None] = print
             if k < len(space.seeds) - 1 and trial.should_prune():
                 raise optuna.TrialPruned()
         return sum(costs) / len(costs)
-
-    def done() -> int:  # refused draws do not count
-        return sum(t.state.name in ("COMPLETE", "PRUNED") and "refused" not in t.user_attrs for t in st.trials)
 
     refused = 0
     while done() < trials:
