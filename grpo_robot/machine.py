@@ -50,12 +50,13 @@ def describe(*packages: str) -> dict[str, str | int | None]:
 
 
 def one_line(info: dict | None = None) -> str:
-    """`describe()` (or a stored one, e.g. from summary.json) as one line."""
+    """`describe()` (or a stored one, e.g. from summary.json; a missing entry shows as ?) as one line."""
     info = describe() if info is None else info
+    get = lambda key: info.get(key, "?")  # noqa: E731
     gpu = f", {info['gpu']}" if info.get("gpu") else ", no GPU"
     return (
-        f"{info['cpu']}, {info['cores']} cores{gpu}; Python {info['python']}, torch {info['torch']}, "
-        f"mujoco {info['mujoco']}, numpy {info['numpy']}"
+        f"{get('cpu')}, {get('cores')} cores{gpu}; Python {get('python')}, torch {get('torch')}, "
+        f"mujoco {get('mujoco')}, numpy {get('numpy')}"
     )
 
 
