@@ -129,13 +129,13 @@ def test_a_seconds_search_scores_wall_clock_without_evaluations_and_budgets_by_t
     runs_file = tmp_path / "study" / "runs.jsonl"
     lines = [json.loads(line) for line in runs_file.read_text().splitlines()]
     runs_file.write_text("".join(json.dumps({**r, "machine": {"cpu": "Another CPU"}}) + "\n"  # and a partial record
-                                 for r in lines))  # fmt: skip
+                                 for r in lines) + '{"seed": 1, "cost"')  # fmt: skip  (a line cut short by a kill)
     code, _, stderr = run_cli(str(space_file), "--out", str(tmp_path / "study"), "--trials", "2",
                               "--enqueue", "algo.lr=0.002")  # fmt: skip
     errors = [line for line in stderr.splitlines() if line.strip()]
     assert code == 2 and len(errors) == 1
     assert "timed on Another CPU, ? cores" in errors[0] and "--any-machine" in errors[0]
-    assert len(runs_file.read_text().splitlines()) == len(lines)
+    assert len(runs_file.read_text().splitlines()) == len(lines) + 1
     assert len(tune.study(space, tmp_path / "study").trials) == 1  # the enqueued trial was not added
     assert run_cli(str(space_file), "--out", str(tmp_path / "study"), "--trials", "1")[0] == 0  # nothing to run
     tune.check_machine(space, tmp_path / "study", current={"cpu": "Another CPU", "python": "3.11.7"})

@@ -68,7 +68,10 @@ def check_machine(space: Space, out: Path, current: dict | None = None) -> None:
     current = machine.describe() if current is None else current
     mine = {k: current.get(k) for k in MACHINE_KEYS}
     for line in runs.read_text().splitlines():
-        theirs = (json.loads(line).get("machine") or {}) if line.strip() else {}
+        try:
+            theirs = json.loads(line).get("machine") or {}
+        except (ValueError, AttributeError):  # a blank line, or one cut short by a kill
+            continue
         if theirs and {k: theirs.get(k) for k in MACHINE_KEYS} != mine:
             raise OtherMachine(f"{out}: its runs were timed on {machine.one_line(theirs)}, this is "
                                f"{machine.one_line(current)}; seconds do not compare across machines: go on "
