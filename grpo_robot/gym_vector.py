@@ -220,6 +220,10 @@ class OutcomeEnv(gymnasium.Env):
         act = self.inner.action_space
         self._low, self._high = act.low.reshape(-1).astype(np.float64), act.high.reshape(-1).astype(np.float64)
         self._scaled = np.isfinite(self._low) & np.isfinite(self._high)
+        self._all_scaled = bool(self._scaled.all())
+        # the bounds the mapping uses, 0 where a bound is infinite (those entries pass through)
+        self._low0 = np.where(self._scaled, self._low, 0.0)
+        self._span0 = np.where(self._scaled, self._high - self._low, 0.0)
         self._act_shape, self._act_dtype = act.shape, act.dtype
         obs_space = self.inner.observation_space
         shapes = [obs_space.shape] if self.keys is None else [obs_space[k].shape for k in self.keys]
@@ -244,8 +248,11 @@ class OutcomeEnv(gymnasium.Env):
 
     def to_env_action(self, action: np.ndarray) -> np.ndarray:
         """[-1, 1] per dimension -> the env's Box (infinite bounds: unchanged)."""
-        a = np.clip(np.asarray(action, dtype=np.float64).reshape(-1), -1.0, 1.0)
-        mapped = np.where(self._scaled, self._low + (a + 1.0) * 0.5 * (self._high - self._low), a)
+        a = np.asarray(action, dtype=np.float64).reshape(-1)
+        a = np.minimum(np.maximum(a, -1.0), 1.0)  # np.clip, without its dispatch (per world, per step)
+        mapped = self._low0 + (a + 1.0) * 0.5 * self._span0
+        if not self._all_scaled:
+            mapped = np.where(self._scaled, mapped, a)
         return mapped.reshape(self._act_shape).astype(self._act_dtype)
 
     def is_success(self, obs: Any, info: dict[str, Any]) -> bool:
@@ -814,21 +821,28 @@ class GymGroupEnv:
         return obs
 
     def _step_worlds(self, actions: np.ndarray, active: np.ndarray) -> np.ndarray:
-        """Step the `active` worlds (all of them in sync: finished ones ignore it), take in the
-        outcome -> the rewards."""
-        if self.sync:
-            self._watch.arm("step")
-            try:
-                obs, reward, _, _, info = self.vec.step(actions)
-            finally:
-                self._watch.disarm()
-            self._take(obs, info["ended"], info["steps"], info["success"], self._info_errors(info))
-            return reward
-        answers, lost = self.vec.exchange({int(i): ("step", actions[i]) for i in np.flatnonzero(active)},
-                                          self.timeout)  # fmt: skip
+        """Step the `active` worlds, take in the outcome -> the rewards. In sync each live world
+        is called directly rather than through `SyncVectorEnv.step`, which would also call every
+        finished world and gather every world's info (half of a small env's step time); the
+        worlds, their order and what each is given are the same."""
         obs, ended, steps, success = self._obs.copy(), self._ended.copy(), self.steps.copy(), self.success.copy()
         reward = np.zeros(self.num_worlds)
         errors = {}
+        if self.sync:
+            envs = self.vec.envs
+            self._watch.arm("step")
+            try:
+                for i in np.flatnonzero(active).tolist():
+                    obs[i], reward[i], _, _, info = envs[i].step(actions[i])
+                    ended[i], steps[i], success[i] = info["ended"], info["steps"], info["success"]
+                    if "error" in info:
+                        errors[i] = info["error"]
+            finally:
+                self._watch.disarm()
+            self._take(obs, ended, steps, success, errors)
+            return reward
+        answers, lost = self.vec.exchange({int(i): ("step", actions[i]) for i in np.flatnonzero(active)},
+                                          self.timeout)  # fmt: skip
         for i, (o, r, _, _, info) in answers.items():
             obs[i], reward[i], ended[i], steps[i], success[i] = o, r, info["ended"], info["steps"], info["success"]
             if "error" in info:

@@ -63,6 +63,31 @@ def test_actions_are_mapped_onto_the_box_and_success_ends_the_episode():
     assert (env.steps[:2] < 40).all() and (env.steps[2:] == 40).all()  # success ends it, else the horizon
     assert np.sum(rewards, axis=0).tolist() == [1.0, 1.0, 0.0, 0.0]  # one reward, on the success step
     assert not env.failed.any()
+    # a finished world is not called again: each world's wrapper was stepped once per step it ran
+    calls = [0] * 4
+    for i, world in enumerate(env.vec.envs):
+        world.step = lambda action, i=i, step=world.step: (calls.__setitem__(i, calls[i] + 1), step(action))[1]
+    env.reset(np.array([10, 11, 12, 13]))
+    obs = env.obs()
+    while not env.done.all():
+        obs = env.step(np.where(steer_worlds[:, None], steer(obs), 0.0))[0]
+    assert calls == env.steps.tolist() and calls[0] < 40
+
+
+def test_actions_map_onto_a_box_with_an_unbounded_dimension():
+    import gymnasium as gym
+
+    from grpo_robot.gym_vector import OutcomeEnv
+
+    class Open(gym.Env):
+        observation_space = gym.spaces.Box(-np.inf, np.inf, (2,), np.float64)
+        action_space = gym.spaces.Box(np.array([-2.0, -np.inf, 0.0]), np.array([2.0, np.inf, 1.0]), dtype=np.float64)
+
+    world = OutcomeEnv(toy(), 10, inner=Open())
+    mapped = world.to_env_action(np.array([0.5, -3.0, 1.5]))
+    assert mapped.tolist() == [1.0, -1.0, 1.0]  # scaled, passed through (after the clip to [-1, 1]), clipped
+    assert world.to_env_action(np.array([-1.0, 0.25, 0.0])).tolist() == [-2.0, 0.25, 0.5]
+    np.testing.assert_array_equal(world.from_env_action(np.array([-2.0, 0.25, 0.5])), [-1.0, 0.25, 0.0])
 
 
 def test_final_step_outcome_judges_the_last_step():
