@@ -3,6 +3,7 @@ its value function fits, and the critic is checkpointed and restored exactly."""
 
 from dataclasses import replace
 
+import pytest
 import torch
 from test_train import small_config
 
@@ -18,6 +19,9 @@ def ppo_config(**overrides):
     return small_config(algo=replace(algo, groups_per_iter=128, lr=2e-3, epochs=5, minibatches=8), **overrides)
 
 
+# training to a threshold (12 s on 2 cores): with -m slow; the update's math is pinned in the default
+# run by tests/test_regression.py's "ppo" hash, the critic's checkpoint below
+@pytest.mark.slow
 def test_ppo_learns_reach_and_its_critic_fits(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -49,8 +53,6 @@ def test_ppo_checkpoint_restores_the_critic(tmp_path):
 
 
 def test_group_size_one_only_for_ppo():
-    import pytest
-
     from grpo_robot.config import ConfigError
 
     with pytest.raises(ConfigError, match="algo.group_size=1 is invalid: must be >= 2 .*a critic's advantage, gae"):
