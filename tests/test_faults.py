@@ -48,9 +48,11 @@ def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 60.0) -> None:
         time.sleep(0.05)
 
 
-def training_started(run_dir: Path, proc: subprocess.Popen) -> None:
-    wait_for(run_dir / "tb", proc)
-    time.sleep(1.5)  # some iterations in
+def training_started(runs: dict[Path, subprocess.Popen]) -> None:
+    """Until each run is training, then some iterations in."""
+    for run_dir, proc in runs.items():
+        wait_for(run_dir / "tb", proc)
+    time.sleep(1.5)
 
 
 def state(path: Path) -> dict:
@@ -85,8 +87,7 @@ def test_signals_save_the_iteration_and_the_resume_is_bit_identical(tmp_path):
     by side (one process start-up and warm-up for all three instead of one each)."""
     cases = {"int": [signal.SIGINT], "term": [signal.SIGTERM], "twice": [signal.SIGINT, signal.SIGINT]}
     procs = {case: start_training(tmp_path / case) for case in cases}
-    for case, proc in procs.items():
-        training_started(tmp_path / case, proc)
+    training_started({tmp_path / case: proc for case, proc in procs.items()})
     for case, signals in cases.items():
         for i, signum in enumerate(signals):
             if i:
