@@ -181,7 +181,7 @@ def test_ray_is_shut_down_after_a_run_and_after_an_error(tmp_path):
                  "rollout.worker_timeout_s=2", "rollout.max_restarts=0"] if fails else []  # fmt: skip
         run_dir = tmp_path / str(fails)
         procs[fails] = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "train.py"), "rollout.backend=ray",
-                                         "rollout.workers=2", "rollout.cpus_per_worker=0.5",
+                                         "rollout.workers=1", "rollout.cpus_per_worker=0.5",
                                          f"iterations={5 if fails else 2}", "algo.groups_per_iter=4",
                                          "algo.group_size=2", "eval_seeds=4", "progress=false",
                                          f"hydra.run.dir={run_dir}", *extra],
