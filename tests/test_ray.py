@@ -147,7 +147,7 @@ def test_a_worker_that_keeps_hanging_stops_the_run_with_its_last_iteration(local
     env = EnvConfig(task=None, entry_point="toy_envs:Breaks", horizon=10, kwargs={"after": 100})
     cfg = small_config(iterations=50, env=env, checkpoint_every=100, eval_seeds=4)
     cfg = replace(cfg, algo=replace(cfg.algo, groups_per_iter=2, group_size=2, minibatches=1))
-    cfg = on(cfg, "ray", 1, worker_timeout_s=2.0, max_restarts=1)
+    cfg = on(cfg, "ray", 1, worker_timeout_s=1.0, max_restarts=1)
     _, summary, trainer = train(cfg, tmp_path)
     assert summary["stopped"] == "error" and trainer.sampler.failures == 2, summary["error"]
     assert summary["error"].startswith("rollout worker 0 failed at iteration ")
@@ -178,7 +178,7 @@ def test_ray_is_shut_down_after_a_run_and_after_an_error(tmp_path):
     procs = {}
     for fails in (False, True):
         extra = ["env=gym", "env.entry_point=toy_envs:Breaks", "env.horizon=10", "+env.kwargs.after=100",
-                 "rollout.worker_timeout_s=2", "rollout.max_restarts=0"] if fails else []  # fmt: skip
+                 "rollout.worker_timeout_s=1", "rollout.max_restarts=0"] if fails else []  # fmt: skip
         run_dir = tmp_path / str(fails)
         procs[fails] = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "train.py"), "rollout.backend=ray",
                                          "rollout.workers=1", "rollout.cpus_per_worker=0.5",
