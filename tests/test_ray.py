@@ -204,7 +204,7 @@ def test_ray_is_shut_down_after_a_run_and_after_an_error(tmp_path):
 def test_a_ray_run_resumes_exactly_on_either_backend(local_ray, tmp_path):
     cfg = small_config(iterations=3)
     straight, *_ = train(on(cfg, "local"), tmp_path / "straight")
-    train(on(replace(cfg, iterations=1), "ray", 2), tmp_path / "first")
+    train(on(replace(cfg, iterations=1), "ray", 1), tmp_path / "first")  # resumed on two workers, or none
     for backend in ("local", "ray"):
         resumed, summary, _ = train(replace(on(cfg, backend, 2), resume=str(tmp_path / "first")), tmp_path / backend)
         assert same(straight, resumed) and summary["iterations"] == 3, backend
