@@ -388,6 +388,8 @@ def run(space: Space, out: Path, trials: int, log: Callable[[str], None] = print
     if enqueue:
         st.enqueue_trial(enqueue, skip_if_exists=True)
 
+    base = []  # the space's composition, made at the first draw: each seed's config sets leaves on it
+
     def objective(trial) -> float:
         values: dict[str, Any] = {}
         for p in space.params:  # in the space's order, so that a conditional param sees what it depends on
@@ -395,7 +397,8 @@ def run(space: Space, out: Path, trials: int, log: Callable[[str], None] = print
                 values[p.key] = p.suggest(trial)
         trial.set_user_attr("overrides", list(space.overrides))  # fixed values, which a space may change
         try:  # params valid alone can clash (an std cap above the start std): such a draw trains nothing
-            configs = [space.trial_config(values, seed) for seed in space.seeds]
+            base[:] = base or [compose_config(*space.base_overrides(space.seeds[0]))]
+            configs = [_with_values(space, base[0], values, seed) for seed in space.seeds]
             for cfg in configs:
                 validate(cfg)
         except ConfigError as err:
