@@ -81,6 +81,9 @@ def test_bc_on_20_expert_demos_reaches_80_percent_on_reach():
     assert rate >= 0.8, f"{rate:.2f}"
 
 
+# what cloning alone reaches, as bands (9 s on 2 cores): with -m slow; the default run clones Reach
+# above, and the tokenized clone in tests/test_any_env_demos.py
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "task, kind, low, high",
     [
