@@ -11,6 +11,19 @@ import platform
 from importlib import import_module
 
 
+def cpu_vendor() -> str:
+    """The CPU's vendor id (`GenuineIntel`, `AuthenticAMD`) from /proc/cpuinfo, else what
+    `platform.processor()` says, else "unknown"."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("vendor_id"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
 def cpu_model() -> str:
     try:
         with open("/proc/cpuinfo") as f:

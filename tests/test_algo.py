@@ -21,7 +21,7 @@ from grpo_robot.algo import (
 )
 from grpo_robot.config import AlgoConfig, ClipConfig, KLConfig
 from grpo_robot.policies import GaussianPolicy
-from grpo_robot.policies.base import Tanh, _SigmoidTanh
+from grpo_robot.policies.base import SigmoidTanh, Tanh, _SigmoidTanh, sigmoid_form_is_faster
 from grpo_robot.rollout import Batch
 from grpo_robot.stats import wilson_interval
 from grpo_robot.update import GroupAdvantages
@@ -197,20 +197,20 @@ def test_gaussian_log_prob_is_of_the_sampled_action_and_env_gets_it_clipped():
     assert (raw.abs() > 1).any() and (action == raw.clamp(-1, 1)).all()
 
 
-def test_hidden_tanh_matches_torch_tanh_in_value_and_gradient():
-    # the hidden layers' tanh takes the sigmoid form for float32 on the CPU (policies/base.py)
+def test_sigmoid_tanh_matches_torch_tanh_in_value_and_gradient():
+    # the sigmoid form, for float32 on the CPU (policies/base.py)
     x = torch.cat([torch.linspace(-30, 30, 200_001), torch.tensor([0.0, -0.0, 1e-30, -1e-30, 88.0, -88.0, 1e4])])
     x.requires_grad_(True)
-    y = Tanh()(x)
+    y = SigmoidTanh()(x)
     y.backward(torch.ones_like(x))
     exact = torch.tanh(x.detach().double())
     assert (y.detach().double() - exact).abs().max().item() < 2e-7
     assert y.detach().abs().max().item() == 1.0  # saturates at +-1, never past
     assert (x.grad.double() - (1 - exact**2)).abs().max().item() < 5e-7
-    special = Tanh()(torch.tensor([float("inf"), -float("inf"), float("nan")]))
+    special = SigmoidTanh()(torch.tensor([float("inf"), -float("inf"), float("nan")]))
     assert special[:2].tolist() == [1.0, -1.0] and special[2].isnan()
     x64 = torch.randn(16, dtype=torch.float64, requires_grad=True)
-    assert torch.equal(Tanh()(x64), torch.tanh(x64))  # other dtypes (and devices) take torch.tanh
+    assert torch.equal(SigmoidTanh()(x64), torch.tanh(x64))  # other dtypes (and devices) take torch.tanh
     assert torch.autograd.gradcheck(_SigmoidTanh.apply, (x64,))  # the form's own backward, in float64
 
 
@@ -218,10 +218,26 @@ def test_hidden_tanh_without_autograd_is_the_same_computation():
     """Where no gradient is wanted (rollouts, evaluation), the sigmoid form skips autograd's
     bookkeeping: the same values, bit for bit."""
     x = torch.randn(4096) * 5
-    with_graph = Tanh()(x.clone().requires_grad_(True))
+    with_graph = SigmoidTanh()(x.clone().requires_grad_(True))
     with torch.no_grad():
-        assert torch.equal(Tanh()(x.clone().requires_grad_(True)), with_graph.detach())
-    assert torch.equal(Tanh()(x), with_graph.detach()) and with_graph.requires_grad
+        assert torch.equal(SigmoidTanh()(x.clone().requires_grad_(True)), with_graph.detach())
+    assert torch.equal(SigmoidTanh()(x), with_graph.detach()) and with_graph.requires_grad
+
+
+def test_the_default_tanh_takes_the_sigmoid_form_on_amd_cpus_only(monkeypatch):
+    """policy.activation=tanh: the sigmoid form where it is the faster (AMD's CPUs), torch.tanh on
+    any other; the choice is the CPU's vendor, so that a machine's runs repeat."""
+    assert sigmoid_form_is_faster("AuthenticAMD") and not sigmoid_form_is_faster("GenuineIntel")
+    assert not sigmoid_form_is_faster("unknown")
+    assert Tanh.sigmoid_form == sigmoid_form_is_faster()  # this machine's
+    x = (torch.randn(4096) * 5).requires_grad_(True)
+    for form, expected in ((True, SigmoidTanh()(x)), (False, torch.tanh(x))):
+        monkeypatch.setattr(Tanh, "sigmoid_form", form)
+        y = Tanh()(x)
+        assert torch.equal(y, expected) and y.requires_grad, form
+        with torch.no_grad():
+            assert torch.equal(Tanh()(x), expected.detach()), form
+    assert not torch.equal(SigmoidTanh()(x), torch.tanh(x))  # two computations, which the choice tells apart
 
 
 def test_obs_normalizer_follows_every_change_of_its_statistics():
@@ -258,11 +274,12 @@ def test_obs_normalizer_follows_every_change_of_its_statistics():
 
 def test_activation_torch_tanh_gives_the_same_policy_to_float_rounding():
     torch.manual_seed(0)
-    fast = GaussianPolicy(22, 4, hidden_sizes=[128, 128], init_std=0.5)
+    fast = GaussianPolicy(22, 4, hidden_sizes=[128, 128], init_std=0.5, activation="sigmoid_tanh")
     torch.manual_seed(0)
     ref = GaussianPolicy(22, 4, hidden_sizes=[128, 128], init_std=0.5, activation="torch_tanh")
-    assert any(isinstance(m, Tanh) for m in fast.modules())
-    assert not any(isinstance(m, Tanh) for m in ref.modules())
+    assert any(isinstance(m, SigmoidTanh) for m in fast.modules())
+    assert not any(isinstance(m, SigmoidTanh) for m in ref.modules())
+    assert any(isinstance(m, Tanh) for m in GaussianPolicy(22, 4, hidden_sizes=[8]).modules())  # the default
     obs = torch.randn(512, 22) * 3
     mean_fast, mean_ref = fast.distribution(obs)[0], ref.distribution(obs)[0]
     assert not torch.equal(mean_fast, mean_ref)  # two computations ...

@@ -10,14 +10,13 @@ tests/test_regression.py` on the commit before a change, then compare after it."
 from __future__ import annotations
 
 import hashlib
-import platform
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
 from grpo_robot.cli import compose_train_config
+from grpo_robot.machine import cpu_vendor
 from grpo_robot.trainer import Trainer
 
 # every run: 3 iterations on the CPU, a short evaluation (it does not touch the weights), and two
@@ -69,17 +68,6 @@ AMD = {
     "bc_start": "4296cf7ad23abbce348a8d937e50c85b08eb1113a954bca571030325b92fd67e",
 }
 RECORDED = {"GenuineIntel": INTEL, "AuthenticAMD": AMD}  # by the CPU's vendor id
-
-
-def cpu_vendor() -> str:
-    """The CPU's vendor id (`GenuineIntel`, `AuthenticAMD`) from /proc/cpuinfo, else what
-    `platform.processor()` says."""
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.is_file():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("vendor_id"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
 
 
 def parameter_hash(trainer: Trainer) -> str:

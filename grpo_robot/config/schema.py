@@ -82,7 +82,8 @@ def env_source(env: EnvConfig) -> str:
 class PolicyConfig:
     type: str = registered(POLICIES, "gaussian")  # gaussian | tokenized
     hidden_sizes: list[int] = field(default_factory=lambda: [256, 256])
-    activation: str = registered(ACTIVATIONS, "tanh")  # tanh | torch_tanh | relu | elu | gelu (policies/base.py)
+    # tanh (the faster form on this CPU kind) | sigmoid_tanh | torch_tanh | relu | elu | gelu (policies/base.py)
+    activation: str = registered(ACTIVATIONS, "tanh")
     obs_norm: bool = True  # running mean/std observation normalization
     # gaussian, and tokenized with bin_logits=gaussian (the initial width of its bump, in action units)
     init_std: float = 0.5  # initial action std (pre-squash)

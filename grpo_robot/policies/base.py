@@ -10,8 +10,9 @@ from torch import nn
 
 class _SigmoidTanh(torch.autograd.Function):
     """tanh(x) as 2 sigmoid(2x) - 1, with tanh's own backward, 1 - y^2, from the saved output.
-    On the CPU, torch's float32 tanh is several times as slow as its sigmoid; this form is within
-    2e-7 of it (absolute) and makes the default job's update 13-17% shorter (docs/benchmarks.md)."""
+    On AMD CPUs torch's float32 tanh (MKL's vector math) is several times as slow as its sigmoid;
+    this form is within 2e-7 of it (absolute) and made the default job's update 13-17% shorter
+    there (docs/benchmarks.md)."""
 
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
@@ -25,9 +26,9 @@ class _SigmoidTanh(torch.autograd.Function):
         return torch.ops.aten.tanh_backward(grad, y)
 
 
-class Tanh(nn.Module):
-    """The hidden layers' tanh: the sigmoid form for float32 on the CPU, torch.tanh elsewhere
-    (one fused kernel on a GPU)."""
+class SigmoidTanh(nn.Module):
+    """tanh as 2 sigmoid(2x) - 1 for float32 on the CPU, torch.tanh elsewhere (one fused kernel on
+    a GPU): `policy.activation=sigmoid_tanh`, and `tanh` on AMD CPUs."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.device.type != "cpu" or x.dtype != torch.float32:
@@ -37,9 +38,34 @@ class Tanh(nn.Module):
         return torch.sigmoid(x * 2.0).mul_(2.0).sub_(1.0)  # _SigmoidTanh.forward, without autograd's bookkeeping
 
 
-# torch_tanh: torch.tanh on every device, as "tanh" computed before the sigmoid form (its results to the bit)
+def sigmoid_form_is_faster(vendor: str | None = None) -> bool:
+    """Whether the sigmoid form beats torch.tanh on this CPU (`vendor`: its vendor id, by default
+    this machine's). It does on AMD's, where MKL's vector tanh takes a slow path (88 us against
+    14 us for a [256, 128] tanh); on Intel's torch.tanh is 4-5x as fast as the form (9 against
+    48 us for [64, 128], 1.5 against 7.5 ms for [16384, 128]), and elsewhere torch's own kernel
+    serves (docs/benchmarks.md, "The hidden layers' tanh on the CPU")."""
+    from grpo_robot.machine import cpu_vendor
+
+    return (vendor or cpu_vendor()) == "AuthenticAMD"
+
+
+class Tanh(SigmoidTanh):
+    """The hidden layers' tanh (`policy.activation=tanh`, the default): of the two computations of
+    one function, the faster on this kind of CPU, chosen once per process by its vendor
+    (`sigmoid_form_is_faster`), so that a machine's runs repeat to the bit. They differ by at most
+    2e-7; `sigmoid_tanh` or `torch_tanh` fixes one on every machine."""
+
+    sigmoid_form = sigmoid_form_is_faster()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x) if self.sigmoid_form else torch.tanh(x)
+
+
+# torch_tanh: torch.tanh on every device, as "tanh" computed before the sigmoid form (its results to
+# the bit); sigmoid_tanh: the sigmoid form on every CPU, as "tanh" computes on AMD CPUs
 ACTIVATIONS: dict[str, type[nn.Module]] = {
-    "tanh": Tanh, "torch_tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "gelu": nn.GELU,
+    "tanh": Tanh, "sigmoid_tanh": SigmoidTanh, "torch_tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU,
+    "gelu": nn.GELU,
 }
 
 
