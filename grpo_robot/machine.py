@@ -11,28 +11,26 @@ import platform
 from importlib import import_module
 
 
+def _cpuinfo(field: str) -> str | None:
+    """The first `field` of /proc/cpuinfo (Linux), else None."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(field):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
 def cpu_vendor() -> str:
     """The CPU's vendor id (`GenuineIntel`, `AuthenticAMD`) from /proc/cpuinfo, else what
     `platform.processor()` says, else "unknown"."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("vendor_id"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+    return _cpuinfo("vendor_id") or platform.processor() or "unknown"
 
 
 def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown"
+    return _cpuinfo("model name") or platform.processor() or platform.machine() or "unknown"
 
 
 def describe(*packages: str) -> dict[str, str | int | None]:
