@@ -397,7 +397,8 @@ def run(space: Space, out: Path, trials: int, log: Callable[[str], None] = print
                 values[p.key] = p.suggest(trial)
         trial.set_user_attr("overrides", list(space.overrides))  # fixed values, which a space may change
         try:  # params valid alone can clash (an std cap above the start std): such a draw trains nothing
-            base[:] = base or [compose_config(*space.base_overrides(space.seeds[0]))]
+            if not base:
+                base.append(compose_config(*space.base_overrides(space.seeds[0])))
             configs = [_with_values(space, base[0], values, seed) for seed in space.seeds]
             for cfg in configs:
                 validate(cfg)
