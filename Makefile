@@ -27,11 +27,11 @@ $(BIN)/python:
 
 # PyTorch first: left to resolve `torch` itself, pip may download a multi-GB CUDA build. Last, one
 # robosuite Lift step: its numba kernels compile at their first call and are cached in the install
-# (about 20 s on 2 cores), here once rather than in the first run or test.
+# (about 20 s on 2 cores), here once rather than in the first run or test (with the robosuite extra).
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install $(TORCH)
 	$(BIN)/pip install -e ".[$(EXTRAS)]"
-	$(BIN)/python -c "from grpo_robot.envs.robosuite_env import RobosuiteEnv as E; e = E(env_name='Lift', robots='Panda'); e.reset(seed=0); e.step(e.action_space.sample()); e.close()"
+	$(if $(findstring robosuite,$(EXTRAS)),$(BIN)/python -c "from grpo_robot.envs.robosuite_env import RobosuiteEnv as E; e = E(env_name='Lift', robots='Panda'); e.reset(seed=0); e.step(e.action_space.sample()); e.close()")
 	touch $@
 
 train: setup
