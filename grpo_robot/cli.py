@@ -364,9 +364,16 @@ def _touched_keys(overrides: list[str], composed: DictConfig) -> set[str]:
 
 
 def _without_hydra(cfg: DictConfig) -> DictConfig:
-    from omegaconf import OmegaConf
+    """A copy of `cfg` without its hydra node, still typed by its schema (`to_train_config` then
+    builds it without checking every value again)."""
+    import copy
 
-    return OmegaConf.create({k: v for k, v in OmegaConf.to_container(cfg).items() if k != "hydra"})
+    from omegaconf import open_dict
+
+    cfg = copy.deepcopy(cfg)
+    with open_dict(cfg):
+        cfg.pop("hydra", None)
+    return cfg
 
 
 def _override_value(path: Path | str) -> str:
