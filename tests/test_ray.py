@@ -113,9 +113,8 @@ def test_ray_gives_the_local_parameters_on_a_gymnasium_env_and_the_tokenized_pol
     cfg = replace(cfg, policy=replace(cfg.policy, type="tokenized", bins=16), eval_seeds=8,
                   algo=replace(cfg.algo, groups_per_iter=4, group_size=4, noise_correlation=0.8))  # fmt: skip
     local, *_ = train(on(cfg, "local"), tmp_path / "local")
-    for workers in (1, 2):
-        remote, *_ = train(on(cfg, "ray", workers), tmp_path / f"ray{workers}")
-        assert same(local, remote), workers
+    remote, *_ = train(on(cfg, "ray", 2), tmp_path / "ray")  # one worker: the built-in task's case above
+    assert same(local, remote)
 
 
 class KillWorker(Hook):
