@@ -49,10 +49,9 @@ def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 60.0) -> None:
 
 
 def training_started(runs: dict[Path, subprocess.Popen]) -> None:
-    """Until each run is training, then some iterations in."""
+    """Until each run (checkpointing every iteration) has saved its first iteration."""
     for run_dir, proc in runs.items():
-        wait_for(run_dir / "tb", proc)
-    time.sleep(1.5)
+        wait_for(run_dir / "checkpoints" / "last.pt", proc)
 
 
 def state(path: Path) -> dict:
@@ -86,7 +85,7 @@ def test_signals_save_the_iteration_and_the_resume_is_bit_identical(tmp_path):
     """SIGINT, SIGTERM and a second Ctrl-C, each to its own training process; the three run side
     by side (one process start-up and warm-up for all three instead of one each)."""
     cases = {"int": [signal.SIGINT], "term": [signal.SIGTERM], "twice": [signal.SIGINT, signal.SIGINT]}
-    procs = {case: start_training(tmp_path / case) for case in cases}
+    procs = {case: start_training(tmp_path / case, "checkpoint_every=1") for case in cases}
     training_started({tmp_path / case: proc for case, proc in procs.items()})
     for case, signals in cases.items():
         for i, signum in enumerate(signals):
