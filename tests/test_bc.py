@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 from cli_harness import run_main
-from test_train import run_cli, small_config
+from test_train import small_config
 
 from grpo_robot import checkpoint
 from grpo_robot.algo import Layout, clipped_policy_loss
@@ -247,11 +247,10 @@ def test_demo_scripts_then_training_from_the_clone(tmp_path, monkeypatch):
     out = run_main("train", "env=reach", f"init_from={bc}", *args[:1], "iterations=1", "algo.groups_per_iter=4",
                    "eval_seeds=10", f"hydra.run.dir={tmp_path / 'run'}", "progress=false")  # fmt: skip
     assert out.code == 0, out.stderr
-    # a mismatch is one line naming both sides, before any work: the script in its own process
-    run_dir = f"hydra.run.dir={tmp_path / 'x'}"
-    out = run_cli("train.py", "env=reach", f"init_from={bc}", "iterations=1", run_dir, cwd=tmp_path)
-    assert out.returncode == 2
-    assert out.stderr.strip().splitlines() == [
+    # a mismatch is one line naming both sides, before any work (the script's own process: test_train.py)
+    out = run_main("train", "env=reach", f"init_from={bc}", "iterations=1", f"hydra.run.dir={tmp_path / 'x'}")
+    assert out.code == 2 and not out.stdout.strip()
+    assert out.error_lines == [
         f"error: init_from={bc} has policy.hidden_sizes=[64, 64], but the config has policy.hidden_sizes=[128, 128]"
     ]
     out = run_main("pretrain_bc", f"dataset={tmp_path / 'missing.npz'}")
