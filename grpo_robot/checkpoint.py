@@ -416,14 +416,12 @@ def initial_policy_weights(path: str, cfg, env, device: torch.device) -> dict[st
     """The state_dict of the policy in checkpoint `path` (a BC or training checkpoint), after
     checking that it fits the `TrainConfig` `cfg` and `env` (name, obs_dim, action_dim); a mismatch
     raises `ValueError` naming both sides."""
-    from grpo_robot.config import policy_kwargs
     from grpo_robot.environment import check_identity, env_identity
 
     ckpt = load(path, map_location=device, purpose="init_from")
     record = ckpt["policy"]
     where = f"init_from={path!s}"
-    if record["type"] != cfg.policy.type:
-        raise ValueError(f"{where} holds a {record['type']} policy, but the config has policy.type={cfg.policy.type}")
+    _check_policy_type(record, cfg, where)
     config = ckpt.get("config")
     their_env = config.get("env") if isinstance(config, dict) else None
     if their_env:  # the same env, kwargs and observation layout
@@ -436,11 +434,35 @@ def initial_policy_weights(path: str, cfg, env, device: torch.device) -> dict[st
             f"{where} has obs_dim={record['obs_dim']}, action_dim={record['action_dim']}, but {env.name} has "
             f"obs_dim={env.obs_dim}, action_dim={env.action_dim}"
         )
+    _check_architecture(record, cfg, where)
+    return record["state_dict"]
+
+
+def check_init_from(cfg) -> None:
+    """The checks of `initial_policy_weights` that need no env, on the `TrainConfig` `cfg`'s
+    `init_from`: the file is a usable checkpoint whose policy has the config's type and
+    architecture. The CLI makes them before it creates a run directory; a mismatch is a one-line
+    `CheckpointError` naming both sides."""
+    path = cfg.init_from
+    record = load(path, map_location="cpu", purpose="init_from")["policy"]
+    _check_policy_type(record, cfg, f"init_from={path!s}")
+    _check_architecture(record, cfg, f"init_from={path!s}")
+
+
+def _check_policy_type(record: dict[str, Any], cfg, where: str) -> None:
+    if record["type"] != cfg.policy.type:
+        raise CheckpointError(f"{where} holds a {record['type']} policy, but the config has "
+                              f"policy.type={cfg.policy.type}")  # fmt: skip
+
+
+def _check_architecture(record: dict[str, Any], cfg, where: str) -> None:
+    from grpo_robot.config import policy_kwargs
+
     mine, theirs = policy_kwargs(cfg.policy), _full_kwargs(record["type"], record["kwargs"])
     for key in ARCHITECTURE_KEYS:
         if key in mine and key in theirs and theirs[key] != mine[key]:
-            raise ValueError(f"{where} has policy.{key}={theirs[key]!r}, but the config has policy.{key}={mine[key]!r}")
-    return record["state_dict"]
+            raise CheckpointError(f"{where} has policy.{key}={theirs[key]!r}, but the config has "
+                                  f"policy.{key}={mine[key]!r}")  # fmt: skip
 
 
 def check_resumable(ckpt: dict[str, Any], policy: Policy, needs_reference: bool, needs_critic: bool) -> None:

@@ -431,13 +431,24 @@ def _resume_run_dir(resume: str) -> Path | None:
     return None
 
 
+def _check_train(cfg) -> None:
+    """`validate`, then an `init_from` checkpoint's fit to the config's policy (the checks that
+    need no env), so that neither leaves a run directory behind."""
+    from grpo_robot.config import validate
+
+    validate(cfg)
+    if cfg.init_from and not cfg.resume:
+        from grpo_robot.checkpoint import check_init_from
+
+        check_init_from(cfg)
+
+
 def _validator(config_name: str):
     """The check of a composed config of `conf/<config_name>.yaml` (hydra node removed)."""
-    from grpo_robot.config import validate
     from grpo_robot.config.validate import validate_collect, validate_eval, validate_pretrain
 
     return {
-        "config": lambda c: validate(to_train_config(c)),
+        "config": lambda c: _check_train(to_train_config(c)),
         "evaluate": validate_eval,
         "collect_demos": validate_collect,
         "pretrain_bc": validate_pretrain,

@@ -247,12 +247,21 @@ def test_demo_scripts_then_training_from_the_clone(tmp_path, monkeypatch):
     out = run_main("train", "env=reach", f"init_from={bc}", *args[:1], "iterations=1", "algo.groups_per_iter=4",
                    "eval_seeds=10", f"hydra.run.dir={tmp_path / 'run'}", "progress=false")  # fmt: skip
     assert out.code == 0, out.stderr
-    # a mismatch is one line naming both sides, before any work (the script's own process: test_train.py)
+    # a mismatch is one line naming both sides, before any work and before a run directory exists
+    # (the script's own process: test_train.py)
     out = run_main("train", "env=reach", f"init_from={bc}", "iterations=1", f"hydra.run.dir={tmp_path / 'x'}")
     assert out.code == 2 and not out.stdout.strip()
     assert out.error_lines == [
         f"error: init_from={bc} has policy.hidden_sizes=[64, 64], but the config has policy.hidden_sizes=[128, 128]"
     ]
+    assert not (tmp_path / "x").exists()
+    out = run_main("train", "env=reach", f"init_from={bc}", "policy=tokenized_factorized",
+                   "policy.hidden_sizes=[64,64]", f"hydra.run.dir={tmp_path / 'x'}")  # fmt: skip
+    assert out.error_lines == [f"error: init_from={bc} holds a gaussian policy, but the config has "
+                               "policy.type=tokenized"]  # fmt: skip
+    out = run_main("train", "env=reach", f"init_from={tmp_path / 'none.pt'}", f"hydra.run.dir={tmp_path / 'x'}")
+    assert out.code == 2 and len(out.error_lines) == 1 and "none.pt" in out.error_lines[0], out.stderr
+    assert not (tmp_path / "x").exists()
     out = run_main("pretrain_bc", f"dataset={tmp_path / 'missing.npz'}")
     assert out.code == 2 and "no demo dataset at" in out.stderr
 
