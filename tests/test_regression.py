@@ -2,9 +2,10 @@
 values recorded before the trainer was split into its modules. A change that moves any of them
 changes the math (or the random streams) of training; update a hash only for such an intended
 change, and say so in the commit. The hashes hold for one kind of CPU's arithmetic (torch's math
-libraries take other code paths on another vendor's CPU), so they are recorded per CPU vendor,
-on the 2-core Intel Xeon and AMD EPYC machines this project runs on. On a CPU
-kind with no record the test skips and says so; record its hashes with `python
+libraries take other code paths on another vendor's CPU, and kernels of another vector width
+may sum in another order), so they are recorded per CPU vendor and
+torch CPU capability, on the 2-core Intel Xeon and AMD EPYC machines this project runs on. On a
+CPU kind with no record the test skips and says so; record its hashes with `python
 tests/test_regression.py` on the commit before a change, then compare after it."""
 
 from __future__ import annotations
@@ -67,7 +68,15 @@ AMD = {
     "gspo_autoregressive": "e6163fb664edbe3fe2b0b38de67e2f44cebff17b5fb20e2118c91e04f2e40930",
     "bc_start": "4296cf7ad23abbce348a8d937e50c85b08eb1113a954bca571030325b92fd67e",
 }
-RECORDED = {"GenuineIntel": INTEL, "AuthenticAMD": AMD}  # by the CPU's vendor id
+# An AMD EPYC without AVX-512 (Zen 3, torch capability AVX2), recorded on the same commit as it
+# passed the Gaussian cases of the AVX-512 record: only the tokenized policies' cases differ
+AMD_AVX2 = {
+    **AMD,
+    "dapo_tokenized": "708a105339ff54bdfc17bb3b0aafe77497855360d68f54888d38e6df726c0ad1",
+    "gspo_autoregressive": "9d97cf861cb22c40bb6df817b097d49c0d56eb810d22ccaa9367b1d4f908070e",
+}
+# by the CPU's vendor id and torch's CPU capability (the widest vector kernels it dispatches to)
+RECORDED = {("GenuineIntel", "AVX512"): INTEL, ("AuthenticAMD", "AVX512"): AMD, ("AuthenticAMD", "AVX2"): AMD_AVX2}
 
 
 def parameter_hash(trainer: Trainer) -> str:
@@ -93,11 +102,12 @@ def train_and_hash(case: str, run_dir) -> str:
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_three_iterations_hash_as_recorded(case, tmp_path):
-    vendor = cpu_vendor()
-    if vendor not in RECORDED:
-        pytest.skip(f"no hashes recorded for {vendor} CPUs: record them with python tests/test_regression.py")
+    kind = (cpu_vendor(), torch.backends.cpu.get_cpu_capability())
+    if kind not in RECORDED:
+        pytest.skip(f"no hashes recorded for {kind[0]} CPUs with torch capability {kind[1]}: "
+                    "record them with python tests/test_regression.py")  # fmt: skip
     torch.manual_seed(0)
-    assert train_and_hash(case, tmp_path) == RECORDED[vendor][case]
+    assert train_and_hash(case, tmp_path) == RECORDED[kind][case]
 
 
 if __name__ == "__main__":  # print the hashes of this checkout
