@@ -4,6 +4,7 @@
     python scripts/benchmark.py gym-envs [options of scripts/benchmark_gym_envs.py]
     python scripts/benchmark.py update [--device cpu cuda] [--minibatch 256 1024 4096 16384]
     python scripts/benchmark.py profile [--iterations 3] [OVERRIDE ...] [--before OVERRIDE ...]
+    python scripts/benchmark.py sample [--calls 200] [OVERRIDE ...]
     python scripts/benchmark.py train [--task LiftCube] [--algos grpo dr_grpo ppo] [--sb3-steps N]
     python scripts/benchmark.py her [--seeds 0 1 2] [--target 0.95]
 
@@ -19,6 +20,8 @@
 - `profile`: where one training iteration of the default job (`experiment=push_from_scratch`)
   spends its time: physics, policy inference, bookkeeping, and the update, against a baseline
   (`--before`, default the unsplit rollout) and the physical limit of the same episodes.
+- `sample`: what one policy call of the rollout costs (thread CPU time), back to back and right
+  after a physics step as inside the rollout.
 - `train`: time to a target success for GRPO, Dr. GRPO, PPO (and variants) from a BC start and
   from scratch, with Stable-Baselines3 PPO as an outside reference; see grpo_robot/bench/sweep.py.
 - `her`: GRPO on Gymnasium-Robotics FetchReach against Stable-Baselines3 SAC + HER, seed by seed
@@ -54,6 +57,10 @@ def cmd_update(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Non
 
 def cmd_profile(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     profile.cmd_profile(args)
+
+
+def cmd_sample(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    profile.cmd_sample(args)
 
 
 def cmd_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
@@ -104,6 +111,9 @@ def main(argv: list[str] | None = None) -> None:
     prof.add_argument("--before", nargs="+", metavar="OVERRIDE",
                       help=f"the baseline's overrides (default: {' '.join(profile.BEFORE)})")
     prof.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. policy=tokenized_factorized")
+    samp = sub.add_parser("sample", help="one rollout policy call, back to back and right after physics")
+    samp.add_argument("--calls", type=int, default=200)
+    samp.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. rollout.split=1")
     train = sub.add_parser("train", help="time to target success: GRPO, Dr. GRPO, PPO from BC and from scratch")
     d = sweep.Sweep()
     train.add_argument("--task", default=d.task, choices=list(sweep.ENV_PRESETS))
@@ -132,7 +142,7 @@ def main(argv: list[str] | None = None) -> None:
     h.add_argument("--out", default=str(hd.out), help="GRPO run directories")
     args = parser.parse_args(argv)
     commands = {"envs": cmd_envs, "gym-envs": cmd_gym_envs, "update": cmd_update, "profile": cmd_profile,
-                "train": cmd_train, "her": cmd_her}  # fmt: skip
+                "sample": cmd_sample, "train": cmd_train, "her": cmd_her}  # fmt: skip
     commands[args.command](args, sub.choices[args.command])
 
 

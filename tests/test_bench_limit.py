@@ -117,3 +117,24 @@ def test_the_profile_records_what_the_physics_received_from_the_batch(split):
         assert len(env.recordings) == 2 and len(env.observations) >= int(rec.lengths.max())
     finally:
         trainer.close()
+
+
+def test_the_sample_benchmark_times_each_cold_call_right_after_one_physics_step(monkeypatch):
+    """`benchmark.py sample`: one part's rows (`rollout.split`), both calls of the Gaussian, and
+    in the cold pass exactly one physics step of the whole batch before each timed call."""
+    from grpo_robot.bench.profile import sample_costs
+
+    steps = []
+    step = BatchedEnv.step
+
+    def counted(self, actions):
+        steps.append(len(actions))
+        return step(self, actions)
+
+    monkeypatch.setattr(BatchedEnv, "step", counted)
+    rows, clock, costs = sample_costs(["algo.groups_per_iter=3", "algo.group_size=4", "rollout.split=2"], calls=5)
+    assert (rows, clock) == (6, "thread CPU time")
+    assert set(costs) == {"sample", "distribution"}
+    assert steps == [12] * 10  # 5 cold calls of each, every step on all 12 worlds
+    for warm, cold in costs.values():
+        assert 0 < warm < 1e3 and 0 < cold < 1e3

@@ -247,3 +247,74 @@ def cmd_profile(args: argparse.Namespace) -> None:
     ratio = parts["before"]["total"] / parts["after"]["total"]
     print(f"rollout / limit: {parts['after']['rate'] / parts['after']['limit_rate']:.2f} "
           f"(after); iteration speed-up {ratio:.2f}x")  # fmt: skip
+
+
+def sample_costs(overrides: Sequence[str] = (), calls: int = 200) -> tuple[int, str, dict[str, tuple[float, float]]]:
+    """`(rows, clock, costs)`: ms per call of the default job's policy on one part of its rollout's
+    worlds (`rows` of them, as `rollout.split` cuts the batch), `(back to back, each right after a
+    physics step of the whole batch)`, in thread CPU time (wall time on CUDA, synchronized):
+    `sample` (what the rollout calls) and, for the Gaussian, `distribution` (observation
+    normalization, the network, its mean and std). Inside the rollout every call comes right after a physics
+    call, which leaves the caches to the physics."""
+    from grpo_robot.environment import make_env
+    from grpo_robot.rollout import split_bounds, torch_threads
+    from grpo_robot.trainer import Trainer
+
+    cfg = compose("experiment=push_from_scratch", "progress=false", *overrides)
+    num_worlds = cfg.algo.groups_per_iter * cfg.algo.group_size
+    env = make_env(cfg.env, num_worlds)
+    trainer = Trainer(cfg, "/tmp/grpo-robot-benchmark-unused", env=env)
+    policy, device = trainer.policy, trainer.device
+    part = split_bounds(num_worlds, max(1, cfg.rollout.split))[0]
+    seeds = np.repeat(np.arange(cfg.algo.groups_per_iter), cfg.algo.group_size)
+    obs_np = env.reset(seeds)[part]
+    generator = torch.Generator(device=device).manual_seed(0)
+    clock = time.perf_counter if device.type == "cuda" else time.thread_time
+
+    def obs() -> torch.Tensor:
+        return torch.as_tensor(obs_np.astype(np.float32), device=device)
+
+    candidates = {"sample": lambda: policy.sample(obs(), generator)}
+    if hasattr(policy, "distribution"):  # the Gaussian's
+        candidates["distribution"] = lambda: policy.distribution(obs())
+
+    def physics_step() -> None:
+        if env.done.all():
+            env.reset(seeds)
+        env.step(np.zeros((num_worlds, env.action_dim), np.float32))
+
+    def per_call(fn, cold: bool) -> float:
+        total = 0.0
+        for _ in range(calls):
+            if cold:
+                physics_step()
+            start = clock()
+            fn()
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            total += clock() - start
+        return 1e3 * total / calls
+
+    threads = cfg.rollout.policy_threads if device.type == "cpu" else None
+    out = {}
+    with torch.no_grad(), torch_threads(threads):
+        for name, fn in candidates.items():
+            for _ in range(20):
+                fn()  # warm-up: allocations, lazy imports
+            out[name] = (per_call(fn, False), per_call(fn, True))
+    trainer.close()
+    return part.stop - part.start, "wall time" if device.type == "cuda" else "thread CPU time", out
+
+
+def cmd_sample(args: argparse.Namespace) -> None:
+    """Print `sample_costs` as a table, with the machine and versions."""
+    import grpo_robot.batched as batched
+
+    rows, clock, costs = sample_costs(args.overrides, args.calls)
+    print(f"machine: {machine.one_line()}; {batched.default_threads()} physics threads")
+    print(f"experiment=push_from_scratch {' '.join(args.overrides)}".rstrip()
+          + f": one part of the rollout, {rows} worlds; ms of {clock} per call, mean of {args.calls}\n")
+    print("| call | back to back | right after a physics step | extra |")
+    print("| --- | ---: | ---: | ---: |")
+    for name, (warm, cold) in costs.items():
+        print(f"| {name} | {warm:.3f} | {cold:.3f} | {cold - warm:+.3f} |")
