@@ -422,11 +422,8 @@ def initial_policy_weights(path: str, cfg, env, device: torch.device) -> dict[st
     record = ckpt["policy"]
     where = f"init_from={path!s}"
     _check_policy_type(record, cfg, where)
-    config = ckpt.get("config")
-    their_env = config.get("env") if isinstance(config, dict) else None
+    their_env = _their_env(ckpt, where)
     if their_env:  # the same env, kwargs and observation layout
-        if not isinstance(their_env, dict):
-            raise CheckpointError(f"{where}: its config's env is a {type(their_env).__name__}, not an env config")
         theirs = {**env_identity(their_env), "obs_dim": record["obs_dim"], "action_dim": record["action_dim"]}
         check_identity(theirs, env_identity(cfg.env, env), where)
     if (record["obs_dim"], record["action_dim"]) != (env.obs_dim, env.action_dim):
@@ -440,13 +437,32 @@ def initial_policy_weights(path: str, cfg, env, device: torch.device) -> dict[st
 
 def check_init_from(cfg) -> None:
     """The checks of `initial_policy_weights` that need no env, on the `TrainConfig` `cfg`'s
-    `init_from`: the file is a usable checkpoint whose policy has the config's type and
-    architecture. The CLI makes them before it creates a run directory; a mismatch is a one-line
-    `CheckpointError` naming both sides."""
+    `init_from`, in the same order: the file is a usable checkpoint whose policy has the config's
+    type, whose env is the config's as far as the config tells (the task and its version, or the
+    Gymnasium id or entry point, its kwargs and any observation keys it names; the sizes need the
+    env), and whose architecture is the config's. The CLI makes them before it creates a run
+    directory; a mismatch is one line naming both sides."""
+    from grpo_robot.environment import check_identity, env_identity
+
     path = cfg.init_from
-    record = load(path, map_location="cpu", purpose="init_from")["policy"]
-    _check_policy_type(record, cfg, f"init_from={path!s}")
-    _check_architecture(record, cfg, f"init_from={path!s}")
+    where = f"init_from={path!s}"
+    ckpt = load(path, map_location="cpu", purpose="init_from")
+    record = ckpt["policy"]
+    _check_policy_type(record, cfg, where)
+    their_env = _their_env(ckpt, where)
+    if their_env:  # the sizes are named, and compared once the env is built (`initial_policy_weights`)
+        theirs = {**env_identity(their_env), "obs_dim": record["obs_dim"], "action_dim": record["action_dim"]}
+        check_identity(theirs, env_identity(cfg.env), where)
+    _check_architecture(record, cfg, where)
+
+
+def _their_env(ckpt: dict[str, Any], where: str) -> dict[str, Any] | None:
+    """The env config a checkpoint was trained with, if it records one."""
+    config = ckpt.get("config")
+    their_env = config.get("env") if isinstance(config, dict) else None
+    if their_env and not isinstance(their_env, dict):
+        raise CheckpointError(f"{where}: its config's env is a {type(their_env).__name__}, not an env config")
+    return their_env or None
 
 
 def _check_policy_type(record: dict[str, Any], cfg, where: str) -> None:

@@ -262,6 +262,14 @@ def test_demo_scripts_then_training_from_the_clone(tmp_path, monkeypatch):
     out = run_main("train", "env=reach", f"init_from={tmp_path / 'none.pt'}", f"hydra.run.dir={tmp_path / 'x'}")
     assert out.code == 2 and len(out.error_lines) == 1 and "none.pt" in out.error_lines[0], out.stderr
     assert not (tmp_path / "x").exists()
+    # another task: found from the configs alone, before the env is built (its sizes need the env)
+    out = run_main("train", "env=push_cube", f"init_from={bc}", "policy.hidden_sizes=[64,64]",
+                   f"hydra.run.dir={tmp_path / 'x'}")  # fmt: skip
+    assert out.code == 2 and out.error_lines == [
+        f"error: init_from={bc} is for Reach-v1 (obs_dim=13, action_dim=4), but the config has PushCube-v2 "
+        "(they differ in task)"
+    ], out.stderr
+    assert not (tmp_path / "x").exists()
     out = run_main("pretrain_bc", f"dataset={tmp_path / 'missing.npz'}")
     assert out.code == 2 and "no demo dataset at" in out.stderr
 
