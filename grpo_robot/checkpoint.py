@@ -416,43 +416,38 @@ def initial_policy_weights(path: str, cfg, env, device: torch.device) -> dict[st
     """The state_dict of the policy in checkpoint `path` (a BC or training checkpoint), after
     checking that it fits the `TrainConfig` `cfg` and `env` (name, obs_dim, action_dim); a mismatch
     raises `ValueError` naming both sides."""
-    from grpo_robot.environment import check_identity, env_identity
-
     ckpt = load(path, map_location=device, purpose="init_from")
-    record = ckpt["policy"]
-    where = f"init_from={path!s}"
-    _check_policy_type(record, cfg, where)
-    their_env = _their_env(ckpt, where)
-    if their_env:  # the same env, kwargs and observation layout
-        theirs = {**env_identity(their_env), "obs_dim": record["obs_dim"], "action_dim": record["action_dim"]}
-        check_identity(theirs, env_identity(cfg.env, env), where)
-    if (record["obs_dim"], record["action_dim"]) != (env.obs_dim, env.action_dim):
-        raise ValueError(
-            f"{where} has obs_dim={record['obs_dim']}, action_dim={record['action_dim']}, but {env.name} has "
-            f"obs_dim={env.obs_dim}, action_dim={env.action_dim}"
-        )
-    _check_architecture(record, cfg, where)
-    return record["state_dict"]
+    _check_fit(ckpt, cfg, f"init_from={path!s}", env)
+    return ckpt["policy"]["state_dict"]
 
 
 def check_init_from(cfg) -> None:
     """The checks of `initial_policy_weights` that need no env, on the `TrainConfig` `cfg`'s
-    `init_from`, in the same order: the file is a usable checkpoint whose policy has the config's
-    type, whose env is the config's as far as the config tells (the task and its version, or the
-    Gymnasium id or entry point, its kwargs and any observation keys it names; the sizes need the
-    env), and whose architecture is the config's. The CLI makes them before it creates a run
-    directory; a mismatch is one line naming both sides."""
+    `init_from`: the file is a usable checkpoint whose policy has the config's type, whose env is
+    the config's as far as the config tells (the task and its version, or the Gymnasium id or
+    entry point, its kwargs and any observation keys it names; the sizes need the env), and whose
+    architecture is the config's. The CLI makes them before it creates a run directory; a
+    mismatch is one line naming both sides."""
+    path = cfg.init_from
+    _check_fit(load(path, map_location="cpu", purpose="init_from"), cfg, f"init_from={path!s}")
+
+
+def _check_fit(ckpt: dict[str, Any], cfg, where: str, env=None) -> None:
+    """An `init_from` checkpoint's fit to `cfg`, in this order: the policy type, the env (its
+    config; with `env`, also the env's observation keys and sizes), the architecture."""
     from grpo_robot.environment import check_identity, env_identity
 
-    path = cfg.init_from
-    where = f"init_from={path!s}"
-    ckpt = load(path, map_location="cpu", purpose="init_from")
     record = ckpt["policy"]
     _check_policy_type(record, cfg, where)
     their_env = _their_env(ckpt, where)
-    if their_env:  # the sizes are named, and compared once the env is built (`initial_policy_weights`)
+    if their_env:  # the same env, kwargs and observation layout; the sizes named, compared with `env`
         theirs = {**env_identity(their_env), "obs_dim": record["obs_dim"], "action_dim": record["action_dim"]}
-        check_identity(theirs, env_identity(cfg.env), where)
+        check_identity(theirs, env_identity(cfg.env, env), where)
+    if env is not None and (record["obs_dim"], record["action_dim"]) != (env.obs_dim, env.action_dim):
+        raise ValueError(
+            f"{where} has obs_dim={record['obs_dim']}, action_dim={record['action_dim']}, but {env.name} has "
+            f"obs_dim={env.obs_dim}, action_dim={env.action_dim}"
+        )
     _check_architecture(record, cfg, where)
 
 

@@ -432,8 +432,8 @@ def _resume_run_dir(resume: str) -> Path | None:
 
 
 def _check_train(cfg) -> None:
-    """`validate`, then an `init_from` checkpoint's fit to the config's policy (the checks that
-    need no env), so that neither leaves a run directory behind."""
+    """`validate`, then an `init_from` checkpoint's fit to the config's policy and env (the checks
+    that need no env built), so that neither leaves a run directory behind."""
     from grpo_robot.config import validate
 
     validate(cfg)
