@@ -4,13 +4,20 @@ changes the math (or the random streams) of training; update a hash only for suc
 change, and say so in the commit. The hashes hold for one kind of CPU's arithmetic (torch's math
 libraries take other code paths on another vendor's CPU, and kernels of another vector width
 may sum in another order), so they are recorded per CPU vendor and
-torch CPU capability, on the 2-core Intel Xeon and AMD EPYC machines this project runs on. On a
+torch CPU capability, on the 2-core Intel Xeon and AMD EPYC machines this project runs on, with
+torch's 2 CPU threads there: a reduction split over another number of threads sums in another
+order, so every case runs with 2, on any number of cores. A pytest-xdist worker pinned to one core
+(tests/conftest.py) runs each case in a process of its own given back the cores of the machine,
+where the 2 threads need not take turns on one core. On a
 CPU kind with no record the test skips and says so; record its hashes with `python
 tests/test_regression.py` on the commit before a change, then compare after it."""
 
 from __future__ import annotations
 
 import hashlib
+import os
+import re
+import subprocess
 import sys
 
 import pytest
@@ -18,7 +25,11 @@ import torch
 
 from grpo_robot.cli import compose_train_config
 from grpo_robot.machine import cpu_vendor
+from grpo_robot.rollout import torch_threads
 from grpo_robot.trainer import Trainer
+
+# set by tests/conftest.py in a pytest-xdist worker it pins: the cores the run was given
+MACHINE_CORES = "GRPO_ROBOT_TEST_CORES"
 
 # every run: 3 iterations on the CPU, a short evaluation (it does not touch the weights), and two
 # ways of computing that give the same math to float rounding, as when the hashes were recorded:
@@ -90,13 +101,18 @@ def parameter_hash(trainer: Trainer) -> str:
     return digest.hexdigest()
 
 
+THREADS = 2  # torch's CPU threads when the hashes were recorded
+
+
 def train_and_hash(case: str, run_dir) -> str:
+    torch.manual_seed(0)
     cfg = compose_train_config(*CASES[case], *COMMON)
-    trainer = Trainer(cfg, run_dir)
-    try:
-        trainer.run()
-    finally:
-        trainer.close()
+    with torch_threads(THREADS):
+        trainer = Trainer(cfg, run_dir)
+        try:
+            trainer.run()
+        finally:
+            trainer.close()
     return parameter_hash(trainer)
 
 
@@ -106,12 +122,20 @@ def test_three_iterations_hash_as_recorded(case, tmp_path):
     if kind not in RECORDED:
         pytest.skip(f"no hashes recorded for {kind[0]} CPUs with torch capability {kind[1]}: "
                     "record them with python tests/test_regression.py")  # fmt: skip
-    torch.manual_seed(0)
-    assert train_and_hash(case, tmp_path) == RECORDED[kind][case]
+    if os.environ.get(MACHINE_CORES):  # a pinned xdist worker: in a process with every core
+        run = subprocess.run([sys.executable, __file__, case], capture_output=True, text=True, timeout=600)
+        assert run.returncode == 0, run.stderr[-3000:]
+        digest = re.fullmatch(rf'(?s).*"{case}": "(\w+)",\s*', run.stdout).group(1)
+    else:
+        digest = train_and_hash(case, tmp_path)
+    assert digest == RECORDED[kind][case]
 
 
 if __name__ == "__main__":  # print the hashes of this checkout
     import tempfile
+
+    if os.environ.get(MACHINE_CORES):
+        os.sched_setaffinity(0, [int(core) for core in os.environ[MACHINE_CORES].split(",")])
 
     print(f"# {cpu_vendor()}, torch CPU capability {torch.backends.cpu.get_cpu_capability()}")
     for name in sys.argv[1:] or CASES:
