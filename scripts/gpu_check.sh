@@ -5,7 +5,8 @@
 #
 # Sections, each under its own time limit so that one hang cannot eat the others' time:
 #   1. versions and the GPU;
-#   2. `pytest -m cuda` (tests/test_cuda.py); the rest is skipped when it fails;
+#   2. `pytest -m cuda` (tests/test_cuda.py, without the default options, which need pytest-xdist);
+#      the rest is skipped when it fails;
 #   3. `scripts/benchmark.py profile`: one iteration of the default job split by part, unsplit
 #      ("before") against split ("after", each part a rollout of its own on a thread of its own),
 #      with the physical limit replayed after each iteration; then the split's parts sampled by
@@ -53,7 +54,7 @@ $PY -c "import grpo_robot.machine as m, torch; print(m.one_line()); print('cuda:
 if on 2; then
     echo "== 2. pytest -m cuda (the rest is skipped when it fails)"
     set -o pipefail
-    timeout 150 $PY -m pytest -q -m cuda tests/test_cuda.py -p no:cacheprovider 2>&1 | tee "$OUT/pytest_cuda.log" | tail -n 15 \
+    timeout 150 $PY -m pytest -q -o addopts="" -m cuda tests/test_cuda.py -p no:cacheprovider 2>&1 | tee "$OUT/pytest_cuda.log" | tail -n 15 \
         || exit 1
     set +o pipefail
 fi
