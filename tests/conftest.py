@@ -6,9 +6,12 @@ import torch
 
 import grpo_robot  # noqa: F401  (registers the Gymnasium ids)
 from grpo_robot.envs import TASKS
+from grpo_robot.machine import usable_cores
 
 # checks that time the machine or use its GPU: they run in one process that has every core
 WHOLE_MACHINE = ("slow", "cuda")
+# set in each pinned xdist worker: the cores the run was given (tests/test_regression.py uses them)
+MACHINE_CORES = "GRPO_ROBOT_TEST_CORES"
 
 
 def selects(markexpr: str, mark: str) -> bool:
@@ -30,7 +33,7 @@ def pytest_xdist_auto_num_workers(config):
     none (a single process) when the run selects slow or cuda checks."""
     if any(selects(config.option.markexpr, mark) for mark in WHOLE_MACHINE):
         return 0
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return usable_cores()
 
 
 def worker_share() -> tuple[int, int]:
@@ -56,7 +59,7 @@ def pytest_configure(config):
         return
     cores = sorted(os.sched_getaffinity(0))
     mine = cores[index::count] or [cores[index % len(cores)]]  # more workers than cores: they share
-    os.environ["GRPO_ROBOT_TEST_CORES"] = ",".join(map(str, cores))  # tests/test_regression.py
+    os.environ[MACHINE_CORES] = ",".join(map(str, cores))
     os.sched_setaffinity(0, mine)
     torch.set_num_threads(len(mine))
 

@@ -22,14 +22,12 @@ import sys
 
 import pytest
 import torch
+from conftest import MACHINE_CORES
 
 from grpo_robot.cli import compose_train_config
 from grpo_robot.machine import cpu_vendor
 from grpo_robot.rollout import torch_threads
 from grpo_robot.trainer import Trainer
-
-# set by tests/conftest.py in a pytest-xdist worker it pins: the cores the run was given
-MACHINE_CORES = "GRPO_ROBOT_TEST_CORES"
 
 # every run: 3 iterations on the CPU, a short evaluation (it does not touch the weights), and two
 # ways of computing that give the same math to float rounding, as when the hashes were recorded:

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from conftest import pytest_xdist_auto_num_workers, selects, worker_share
+from conftest import MACHINE_CORES, pytest_xdist_auto_num_workers, selects, worker_share
 
 
 @pytest.mark.parametrize(("markexpr", "slow", "cuda"), [
@@ -36,9 +36,9 @@ def test_auto_takes_a_worker_per_usable_core_and_none_for_slow_or_cuda_checks():
 def test_each_worker_has_its_share_of_the_cores_and_as_many_torch_threads():
     index, count = worker_share()
     if count == 1:  # one process (-n 0): nothing pinned
-        assert "GRPO_ROBOT_TEST_CORES" not in os.environ
+        assert MACHINE_CORES not in os.environ
         return
-    cores = [int(core) for core in os.environ["GRPO_ROBOT_TEST_CORES"].split(",")]
+    cores = [int(core) for core in os.environ[MACHINE_CORES].split(",")]
     mine = sorted(os.sched_getaffinity(0))
     assert mine == (cores[index::count] or [cores[index % len(cores)]])
     assert torch.get_num_threads() == len(mine)
