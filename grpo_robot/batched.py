@@ -13,7 +13,6 @@ the stored state; the initial observation is exact. Both backends share this cod
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Sequence
@@ -27,17 +26,10 @@ from mujoco import rollout
 from grpo_robot.envs import make_task
 from grpo_robot.envs.scene import ACTION_MATRIX, ACTION_OFFSET
 from grpo_robot.envs.task import FULLPHYSICS, Task
+from grpo_robot.machine import usable_cores
 from grpo_robot.seeding import check_seeds
 
 CONTROL_SPEC = mujoco.mjtState.mjSTATE_CTRL.value | mujoco.mjtState.mjSTATE_MOCAP_POS.value
-
-
-def default_threads() -> int:
-    """All cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 def check_actions(actions: np.ndarray, active: np.ndarray, action_dim: int) -> np.ndarray:
@@ -87,7 +79,7 @@ class BatchedEnv:
         self.horizon = self.task.horizon if horizon is None else int(horizon)
         if self.horizon < 1:
             raise ValueError(f"horizon must be >= 1, got {horizon}")
-        self.nthread = default_threads() if nthread is None else int(nthread)
+        self.nthread = usable_cores() if nthread is None else int(nthread)
         if self.nthread < 1:
             raise ValueError(f"nthread must be >= 1, got {nthread}")
         self.num_worlds = B = num_worlds

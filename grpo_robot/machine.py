@@ -41,12 +41,10 @@ def describe(*packages: str) -> dict[str, str | int | None]:
     import numpy as np
     import torch
 
-    from grpo_robot.batched import default_threads
-
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     info: dict[str, str | int | None] = {
         "cpu": cpu_model(),
-        "cores": default_threads(),
+        "cores": usable_cores(),
         "logical_cores": os.cpu_count(),
         "os": platform.platform(),
         "gpu": gpu,

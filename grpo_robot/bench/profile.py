@@ -194,7 +194,6 @@ def cmd_profile(args: argparse.Namespace) -> None:
     env and its physics are timed from inside (`ProfiledEnv`, `BatchedEnv.physics_seconds`, on the
     physics thread when the rollout is split), the policy by replaying its inputs, the update
     around it."""
-    import grpo_robot.batched as batched
     from grpo_robot.bench.limit import LimitReplay
 
     before = tuple(args.before or BEFORE)
@@ -218,7 +217,7 @@ def cmd_profile(args: argparse.Namespace) -> None:
              for name, trainer in variants.items()}  # fmt: skip
     n = args.iterations
     after = variants["after"].cfg.rollout
-    print(f"machine: {machine.one_line()}; {batched.default_threads()} physics threads")
+    print(f"machine: {machine.one_line()}; {machine.usable_cores()} physics threads")
     warm = f", after {args.warmup} untimed" if args.warmup else ""
     print(f"{n} iterations each of experiment=push_from_scratch {' '.join(args.overrides)}".rstrip()
           + f"{warm}, {parts['after']['steps'] / n:,.0f} env steps each, alternating; "
@@ -308,10 +307,8 @@ def sample_costs(overrides: Sequence[str] = (), calls: int = 200) -> tuple[int, 
 
 def cmd_sample(args: argparse.Namespace) -> None:
     """Print `sample_costs` as a table, with the machine and versions."""
-    import grpo_robot.batched as batched
-
     rows, clock, costs = sample_costs(args.overrides, args.calls)
-    print(f"machine: {machine.one_line()}; {batched.default_threads()} physics threads")
+    print(f"machine: {machine.one_line()}; {machine.usable_cores()} physics threads")
     print(f"experiment=push_from_scratch {' '.join(args.overrides)}".rstrip()
           + f": one part of the rollout, {rows} worlds; ms of {clock} per call, mean of {args.calls}\n")
     print("| call | back to back | right after a physics step | extra |")
