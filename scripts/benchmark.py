@@ -20,8 +20,8 @@
 - `profile`: where one training iteration of the default job (`experiment=push_from_scratch`)
   spends its time: physics, policy inference, bookkeeping, and the update, against a baseline
   (`--before`, default the unsplit rollout) and the physical limit of the same episodes.
-- `sample`: what one policy call of the rollout costs (thread CPU time), back to back and right
-  after a physics step as inside the rollout.
+- `sample`: what one policy call of the rollout costs (thread CPU time), back to back, right
+  after a physics step as inside the rollout, and right after sleeping as long as that step.
 - `train`: time to a target success for GRPO, Dr. GRPO, PPO (and variants) from a BC start and
   from scratch, with Stable-Baselines3 PPO as an outside reference; see grpo_robot/bench/sweep.py.
 - `her`: GRPO on Gymnasium-Robotics FetchReach against Stable-Baselines3 SAC + HER, seed by seed
@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> None:
     prof.add_argument("--before", nargs="+", metavar="OVERRIDE",
                       help=f"the baseline's overrides (default: {' '.join(profile.BEFORE)})")
     prof.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. policy=tokenized_factorized")
-    samp = sub.add_parser("sample", help="one rollout policy call, back to back and right after physics")
+    samp = sub.add_parser("sample", help="one rollout policy call: back to back, after physics, after as long a sleep")
     samp.add_argument("--calls", type=int, default=200)
     samp.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. rollout.split=1")
     train = sub.add_parser("train", help="time to target success: GRPO, Dr. GRPO, PPO from BC and from scratch")

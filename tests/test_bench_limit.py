@@ -120,21 +120,35 @@ def test_the_profile_records_what_the_physics_received_from_the_batch(split):
 
 
 def test_the_sample_benchmark_times_each_cold_call_right_after_one_physics_step(monkeypatch):
-    """`benchmark.py sample`: one part's rows (`rollout.split`), both calls of the Gaussian, and
-    in the cold pass exactly one physics step of the whole batch before each timed call."""
+    """`benchmark.py sample`: one part's rows (`rollout.split`), both calls of the Gaussian, in
+    the cold pass exactly one physics step of the whole batch before each timed call, and in the
+    paused pass a sleep as long as the physics steps took on average, and no physics."""
+    import time
+
     from grpo_robot.bench.profile import sample_costs
 
-    steps = []
-    step = BatchedEnv.step
+    steps, sleeps, physics = [], [], []
+    step, sleep = BatchedEnv.step, time.sleep
 
     def counted(self, actions):
+        start = time.perf_counter()
+        out = step(self, actions)
         steps.append(len(actions))
-        return step(self, actions)
+        physics.append(time.perf_counter() - start)
+        return out
+
+    def slept(seconds):
+        sleeps.append((len(steps), seconds))
+        sleep(seconds)
 
     monkeypatch.setattr(BatchedEnv, "step", counted)
+    monkeypatch.setattr(time, "sleep", slept)
     rows, clock, costs = sample_costs(["algo.groups_per_iter=3", "algo.group_size=4", "rollout.split=2"], calls=5)
     assert (rows, clock) == (6, "thread CPU time")
     assert set(costs) == {"sample", "distribution"}
     assert steps == [12] * 10  # 5 cold calls of each, every step on all 12 worlds
-    for warm, cold in costs.values():
-        assert 0 < warm < 1e3 and 0 < cold < 1e3
+    # 5 paused calls of each, after that call's cold pass, each as long as the physics steps so far
+    assert [n for n, _ in sleeps] == [5] * 5 + [10] * 5
+    assert [s for _, s in sleeps] == pytest.approx([np.mean(physics[:5])] * 5 + [np.mean(physics)] * 5, rel=0.25)
+    for warm, cold, paused in costs.values():
+        assert 0 < warm < 1e3 and 0 < cold < 1e3 and 0 < paused < 1e3

@@ -248,13 +248,17 @@ def cmd_profile(args: argparse.Namespace) -> None:
           f"(after); iteration speed-up {ratio:.2f}x")  # fmt: skip
 
 
-def sample_costs(overrides: Sequence[str] = (), calls: int = 200) -> tuple[int, str, dict[str, tuple[float, float]]]:
+def sample_costs(
+    overrides: Sequence[str] = (), calls: int = 200
+) -> tuple[int, str, dict[str, tuple[float, float, float]]]:
     """`(rows, clock, costs)`: ms per call of the default job's policy on one part of its rollout's
     worlds (`rows` of them, as `rollout.split` cuts the batch), `(back to back, each right after a
-    physics step of the whole batch)`, in thread CPU time (wall time on CUDA, synchronized):
-    `sample` (what the rollout calls) and, for the Gaussian, `distribution` (observation
-    normalization, the network, its mean and std). Inside the rollout every call comes right after a physics
-    call, which leaves the caches to the physics."""
+    physics step of the whole batch, each right after the thread slept as long as a physics step
+    takes)`, in thread CPU time (wall time on CUDA, synchronized): `sample` (what the rollout
+    calls) and, for the Gaussian, `distribution` (observation normalization, the network, its
+    mean and std). Inside the rollout every call comes right after a physics call; the third
+    column tells how much of what that costs comes from the physics' use of the caches and how
+    much from the time the thread spent away from the policy's code alone."""
     from grpo_robot.environment import make_env
     from grpo_robot.rollout import split_bounds, torch_threads
     from grpo_robot.trainer import Trainer
@@ -282,11 +286,21 @@ def sample_costs(overrides: Sequence[str] = (), calls: int = 200) -> tuple[int, 
             env.reset(seeds)
         env.step(np.zeros((num_worlds, env.action_dim), np.float32))
 
-    def per_call(fn, cold: bool) -> float:
+    physics_wall = []
+
+    def timed_physics_step() -> None:
+        start = time.perf_counter()
+        physics_step()
+        physics_wall.append(time.perf_counter() - start)
+
+    def pause() -> None:
+        time.sleep(float(np.mean(physics_wall)))
+
+    def per_call(fn, before) -> float:
         total = 0.0
         for _ in range(calls):
-            if cold:
-                physics_step()
+            if before is not None:
+                before()
             start = clock()
             fn()
             if device.type == "cuda":
@@ -300,7 +314,7 @@ def sample_costs(overrides: Sequence[str] = (), calls: int = 200) -> tuple[int, 
         for name, fn in candidates.items():
             for _ in range(20):
                 fn()  # warm-up: allocations, lazy imports
-            out[name] = (per_call(fn, False), per_call(fn, True))
+            out[name] = (per_call(fn, None), per_call(fn, timed_physics_step), per_call(fn, pause))
     trainer.close()
     return part.stop - part.start, "wall time" if device.type == "cuda" else "thread CPU time", out
 
@@ -311,7 +325,7 @@ def cmd_sample(args: argparse.Namespace) -> None:
     print(f"machine: {machine.one_line()}; {machine.usable_cores()} physics threads")
     print(f"experiment=push_from_scratch {' '.join(args.overrides)}".rstrip()
           + f": one part of the rollout, {rows} worlds; ms of {clock} per call, mean of {args.calls}\n")
-    print("| call | back to back | right after a physics step | extra |")
-    print("| --- | ---: | ---: | ---: |")
-    for name, (warm, cold) in costs.items():
-        print(f"| {name} | {warm:.3f} | {cold:.3f} | {cold - warm:+.3f} |")
+    print("| call | back to back | right after a physics step | extra | right after sleeping as long | extra |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for name, (warm, cold, paused) in costs.items():
+        print(f"| {name} | {warm:.3f} | {cold:.3f} | {cold - warm:+.3f} | {paused:.3f} | {paused - warm:+.3f} |")
