@@ -60,7 +60,6 @@ from grpo_robot.bench import cpu
 from grpo_robot.bench.cpu import CpuGuard
 from grpo_robot.bench.limit import LimitReplay, episode_plan, record_batched, run_batched
 from grpo_robot.envs import TASKS  # importing grpo_robot registers the gym ids grpo_robot/<Task>-v<version>
-from grpo_robot.machine import usable_cores
 
 
 @dataclass(frozen=True)
@@ -89,7 +88,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sync-steps", type=int, default=None, help="SyncVectorEnv steps per repeat (default: --min-time)")
     p.add_argument("--min-time", type=float, default=None, help="seconds per timed repeat (default: 2)")
     p.add_argument("--repeats", type=int, default=None, help="timed repeats per figure, best kept (default: 3)")
-    p.add_argument("--nthread", type=int, default=usable_cores(), help="rollout threads (default: all cores)")
+    p.add_argument("--nthread", type=int, default=machine.usable_cores(), help="rollout threads (default: all cores)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--max-foreign-load",
