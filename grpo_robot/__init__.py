@@ -15,11 +15,20 @@ for _name, _value in OPENMP_SPIN.items():
 del _name, _value
 
 from grpo_robot import envs  # noqa: E402
-from grpo_robot.batched import BatchedEnv  # noqa: E402
-from grpo_robot.seeding import group_seeds  # noqa: E402
 
 __version__ = "0.1.0"
 
 envs.register_all()
 
 __all__ = ["BatchedEnv", "group_seeds", "envs", "__version__"]
+
+# loaded on first use, so that what needs neither (the config's checks) runs without torch
+_LAZY = {"BatchedEnv": "grpo_robot.batched", "group_seeds": "grpo_robot.seeding"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        from importlib import import_module
+
+        return getattr(import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'grpo_robot' has no attribute {name!r}")

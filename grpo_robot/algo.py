@@ -4,8 +4,9 @@ Shapes: group outcomes `rewards: [G, N]` (G groups of N members). Loss terms are
 *element*: a token (`ratio=token`), an action step (`ratio=action`) or a whole trajectory
 (`ratio=sequence`, GSPO). Elements are packed, `[E]`, with `traj: [E]` naming each one's trajectory.
 
-Registries, under the names the config uses; adding a variant is one decorated function and
-the config value that names it (a name registered twice raises):
+Registries (grpo_robot/registry.py, which declares the built-in names for the config), under
+the names the config uses; adding a variant is one decorated function and the config value that
+names it (a name registered twice raises):
   ADVANTAGE_ESTIMATORS  algo.advantage    group outcomes -> advantages; `gae` needs a critic
   RATIO_LEVELS          algo.ratio        per-step log-probs -> the elements that are clipped
   AGGREGATIONS          algo.aggregation  per-element objective -> the minibatch loss
@@ -22,22 +23,25 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from grpo_robot.registry import (
+    ADVANTAGE_ESTIMATORS,
+    AGGREGATIONS,
+    KL_ESTIMATORS,
+    POLICY_LOSSES,
+    RATIO_LEVELS,
+    Registry,
+)
+
 if TYPE_CHECKING:
     from grpo_robot.config import AlgoConfig
 
 
-def _file(table: dict[str, Any], name: str, entry: Any) -> None:
-    if name in table:
-        raise ValueError(f"{name!r} is already registered")
-    table[name] = entry
-
-
-def _registrar(table: dict[str, Callable]) -> Callable[[str], Callable[[Callable], Callable]]:
+def _registrar(table: Registry) -> Callable[[str], Callable[[Callable], Callable]]:
     """A decorator factory that files functions in `table` under the config name given."""
 
     def register(name: str) -> Callable[[Callable], Callable]:
         def deco(fn: Callable) -> Callable:
-            _file(table, name, fn)
+            table.file(name, fn)
             return fn
 
         return deco
@@ -59,12 +63,9 @@ class AdvantageEstimator:
         return self.fn(*args, **kwargs)
 
 
-ADVANTAGE_ESTIMATORS: dict[str, AdvantageEstimator] = {}
-
-
 def register_advantage(name: str, needs_critic: bool = False) -> Callable[[Callable], Callable]:
     def deco(fn: Callable) -> Callable:
-        _file(ADVANTAGE_ESTIMATORS, name, AdvantageEstimator(fn, needs_critic))
+        ADVANTAGE_ESTIMATORS.file(name, AdvantageEstimator(fn, needs_critic))
         return fn
 
     return deco
@@ -160,7 +161,6 @@ def clipped_surrogate(
     return objective, ratio, active
 
 
-KL_ESTIMATORS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {}
 register_kl = _registrar(KL_ESTIMATORS)
 
 
@@ -186,7 +186,6 @@ def kl_k3(logp: torch.Tensor, logp_ref: torch.Tensor) -> torch.Tensor:
 
 
 AggregateFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, float], torch.Tensor]
-AGGREGATIONS: dict[str, AggregateFn] = {}
 register_aggregation = _registrar(AGGREGATIONS)
 
 
@@ -249,7 +248,6 @@ class Layout:
 
 
 RatioLevelFn = Callable[..., Elements]
-RATIO_LEVELS: dict[str, RatioLevelFn] = {}
 register_ratio_level = _registrar(RATIO_LEVELS)
 
 # A ratio level takes per-step token log-probs `logp, logp_old, logp_ref (or None), entropy:
@@ -306,7 +304,6 @@ def gradient_steps(advantages: torch.Tensor, every_step: bool) -> torch.Tensor:
 
 # -- the policy loss -----------------------------------------------------------------------------
 PolicyLossFn = Callable[..., tuple[torch.Tensor, dict[str, torch.Tensor]]]
-POLICY_LOSSES: dict[str, PolicyLossFn] = {}
 register_policy_loss = _registrar(POLICY_LOSSES)
 
 

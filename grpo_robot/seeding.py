@@ -21,12 +21,14 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-TRAIN_SEED_END = 1_000_000_000
-EVAL_SEED_START = 1_000_000_000
-EVAL_SEED_END = 2_000_000_000
-DEMO_SEED_START = 2_000_000_000
-DEMO_RUNS = 1000  # demos.seed in [0, DEMO_RUNS)
-DEMO_SEEDS_PER_RUN = 1_000_000
+from grpo_robot.seed_ranges import (  # noqa: F401  (the ranges, here with the rest of the seeding)
+    DEMO_RUNS,
+    DEMO_SEED_START,
+    DEMO_SEEDS_PER_RUN,
+    EVAL_SEED_END,
+    EVAL_SEED_START,
+    TRAIN_SEED_END,
+)
 
 STREAM_ROLLOUT, STREAM_SHUFFLE, STREAM_EVAL = 1, 2, 3
 STREAM_REPLAY = 77  # algo.start_replay's draw of buffered seeds: numpy key [run seed, iteration, 77(, round)]

@@ -13,10 +13,19 @@ from typing import Any
 
 from omegaconf import MISSING, DictConfig
 
-from grpo_robot.algo import ADVANTAGE_ESTIMATORS, AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES, RATIO_LEVELS
 from grpo_robot.envs import TASK_NAMES
-from grpo_robot.policies.base import ACTIVATIONS, POLICIES
-from grpo_robot.policies.tokenized import BIN_LOGITS, DECODES, HEADS
+from grpo_robot.registry import (
+    ACTIVATIONS,
+    ADVANTAGE_ESTIMATORS,
+    AGGREGATIONS,
+    BIN_LOGITS,
+    DECODES,
+    HEADS,
+    KL_ESTIMATORS,
+    POLICIES,
+    POLICY_LOSSES,
+    RATIO_LEVELS,
+)
 
 
 def choice(default: str, *others: str) -> Any:
@@ -24,7 +33,7 @@ def choice(default: str, *others: str) -> Any:
     return field(default=default, metadata={"choices": (default, *others)})
 
 
-def registered(table: dict[str, Any], default: str | None) -> Any:
+def registered(table: Any, default: str | None) -> Any:
     """A string field whose value must be a name in `table` (a registry, read at validation time,
     so entries registered later are accepted too)."""
     return field(default=default, metadata={"registry": table})

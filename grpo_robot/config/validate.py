@@ -45,8 +45,8 @@ from grpo_robot.config.schema import (
     TrainConfig,
     env_source,
 )
-from grpo_robot.policies.tokenized import DECODES
-from grpo_robot.seeding import DEMO_RUNS, DEMO_SEEDS_PER_RUN, EVAL_SEED_END, EVAL_SEED_START
+from grpo_robot.registry import DECODES, Registry, needs_critic
+from grpo_robot.seed_ranges import DEMO_RUNS, DEMO_SEEDS_PER_RUN, EVAL_SEED_END, EVAL_SEED_START
 
 
 class ConfigError(ValueError):
@@ -63,7 +63,7 @@ def _check(ok: bool, key: str, value: Any, allowed: str) -> None:
 MAX_VIDEO_EPISODES = 64
 MAX_FRAME = (1920, 1080)  # pixels; the built-in tasks' offscreen buffer is smaller (envs/scene.py)
 MAX_SEED = 2**63  # torch.manual_seed and numpy's SeedSequence take any seed below
-MAX_EVAL_SEEDS = EVAL_SEED_END - EVAL_SEED_START  # the held-out seed range (grpo_robot/seeding.py)
+MAX_EVAL_SEEDS = EVAL_SEED_END - EVAL_SEED_START  # the held-out seed range (grpo_robot/seed_ranges.py)
 MINUTES_PER_YEAR = 365 * 24 * 60
 MAX_HORIZON = 1_000_000  # control steps per episode: hours of simulated time at any control rate
 MAX_EPOCHS = 1000  # passes over one batch: epochs x minibatches optimizer steps per iteration
@@ -245,7 +245,8 @@ def check_values(node: Any, prefix: str = "") -> None:
         if dataclasses.is_dataclass(value):
             check_values(value, f"{key}.")
             continue
-        allowed = f.metadata.get("choices") or tuple(f.metadata.get("registry", ()))
+        table = f.metadata.get("registry", ())
+        allowed = f.metadata.get("choices") or (table.names() if isinstance(table, Registry) else tuple(table))
         if allowed and value is not None and value not in allowed:
             _check(False, key, value, f"must be one of {', '.join(allowed)}")
         rng = RANGES.get((type(node), f.name))
@@ -331,22 +332,20 @@ def check_curriculum(cfg: TrainConfig) -> None:
 
 def validate(cfg: TrainConfig) -> None:
     """Raise `ConfigError` on the first out-of-range value of a training config."""
-    from grpo_robot.algo import ADVANTAGE_ESTIMATORS
-
     cfg = _typed(cfg, TrainConfig)
     check_memory(cfg)  # first: a size this machine cannot hold is refused with its estimate
     validate_env(cfg.env)
     validate_policy(cfg.policy)
     check_values(cfg.algo, "algo.")
     algo, critic, sampling = cfg.algo, cfg.algo.critic, cfg.algo.dynamic_sampling
-    needs_critic = ADVANTAGE_ESTIMATORS[algo.advantage].needs_critic
-    _check(algo.group_size >= (1 if needs_critic else 2), "algo.group_size", algo.group_size,
-           "must be >= 1" if needs_critic else
+    critic_advantage = needs_critic(algo.advantage)
+    _check(algo.group_size >= (1 if critic_advantage else 2), "algo.group_size", algo.group_size,
+           "must be >= 1" if critic_advantage else
            "must be >= 2 (advantages are group-relative; only a critic's advantage, gae, takes 1)")  # fmt: skip
-    _check(not (sampling.enabled and needs_critic), "algo.dynamic_sampling.enabled", sampling.enabled,
+    _check(not (sampling.enabled and critic_advantage), "algo.dynamic_sampling.enabled", sampling.enabled,
            f"is for group advantages; advantage={algo.advantage} learns from every trajectory")  # fmt: skip
     if critic.reward == "shaped":
-        _check(needs_critic, "algo.critic.reward", critic.reward,
+        _check(critic_advantage, "algo.critic.reward", critic.reward,
                "shaped needs a critic (algo=ppo); GRPO's advantages come from the outcome alone")  # fmt: skip
         _check(bool(cfg.env.task), "algo.critic.reward", critic.reward,
                "shaped needs a built-in env.task, whose potential it uses")  # fmt: skip
@@ -668,8 +667,6 @@ def estimate_memory(cfg: TrainConfig, worlds: int | None = None, train: bool = T
     and a saved copy (and the KL reference), and an update minibatch's activations. A Gymnasium
     env evaluates in chunks on at most the training worlds: on those very worlds during training
     (`new_worlds=False`), on as many new ones in the other commands."""
-    from grpo_robot.algo import ADVANTAGE_ESTIMATORS
-
     algo, pol = cfg.algo, cfg.policy
     size = env_sizes(cfg.env)
     n_traj = algo.groups_per_iter * algo.group_size
@@ -681,13 +678,13 @@ def estimate_memory(cfg: TrainConfig, worlds: int | None = None, train: bool = T
     step_floats = size.obs_dim + raw + a + 1
     batch = 4.0 * worlds * size.horizon * step_floats * 2
     sim = worlds * size.world_bytes if (size.exact or train or new_worlds) else 0.0
-    needs_critic = algo.advantage in ADVANTAGE_ESTIMATORS and ADVANTAGE_ESTIMATORS[algo.advantage].needs_critic
-    params = network_parameters(pol, size.obs_dim, a, critic=needs_critic)
+    critic = needs_critic(algo.advantage)
+    params = network_parameters(pol, size.obs_dim, a, critic=critic)
     network = 4.0 * params * (5 + (algo.kl.beta > 0))
     activations = 0.0
     if train:
         per_minibatch = math.ceil(worlds / max(algo.minibatches, 1)) * size.horizon
-        activations = 4.0 * per_minibatch * _activation_floats(pol, a, needs_critic)
+        activations = 4.0 * per_minibatch * _activation_floats(pol, a, critic)
     total = batch + sim + network + activations
     return MemoryEstimate(total, worlds, size.horizon, step_floats, batch, sim, network, params, activations)
 

@@ -7,6 +7,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from grpo_robot.registry import ACTIVATIONS, POLICIES
+
 
 class _SigmoidTanh(torch.autograd.Function):
     """tanh(x) as 2 sigmoid(2x) - 1, with tanh's own backward, 1 - y^2, from the saved output.
@@ -63,10 +65,12 @@ class Tanh(SigmoidTanh):
 
 # torch_tanh: torch.tanh on every device, as "tanh" computed before the sigmoid form (its results to
 # the bit); sigmoid_tanh: the sigmoid form on every CPU, as "tanh" computes on AMD CPUs
-ACTIVATIONS: dict[str, type[nn.Module]] = {
+for _name, _module in {
     "tanh": Tanh, "sigmoid_tanh": SigmoidTanh, "torch_tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU,
     "gelu": nn.GELU,
-}
+}.items():
+    ACTIVATIONS.file(_name, _module)
+del _name, _module
 
 
 def mlp(sizes: list[int], activation: str, out_scale: float = 1.0) -> nn.Sequential:
@@ -194,9 +198,7 @@ def build_policy(policy_type: str, obs_dim: int, action_dim: int, **kwargs: Any)
     return POLICIES[policy_type](obs_dim, action_dim, **kwargs)
 
 
-POLICIES: dict[str, type[Policy]] = {}
-
-
 def register_policy(cls: type[Policy]) -> type[Policy]:
-    POLICIES[cls.type] = cls
+    """File a policy class under its `type`, the name `policy.type` takes (grpo_robot/registry.py)."""
+    POLICIES.file(cls.type, cls)
     return cls

@@ -11,6 +11,7 @@ from torch import nn
 
 from grpo_robot.policies.base import ACTIVATIONS, Policy, mlp, register_policy
 from grpo_robot.policies.gaussian import LOG_STD_MAX, LOG_STD_MIN
+from grpo_robot.registry import BIN_LOGITS, DECODES, HEADS
 from grpo_robot.seeding import uniform
 
 # bounds of a learned log-temperature: down to a near-argmax policy (0.02), up to a near-uniform one
@@ -47,11 +48,8 @@ def sample_categorical(logits: torch.Tensor, generator: torch.Generator | None =
     return torch.searchsorted(cdf, u * cdf[..., -1:], right=True)[..., 0].clamp_(max=cdf.shape[-1] - 1)
 
 
-HEADS = ("factorized", "autoregressive")  # one categorical per dimension, or each given the tokens before it
-BIN_LOGITS = ("free", "ordinal", "gaussian")  # how the head's outputs become each bin's logit
-
-# deterministic actions of a categorical over bins (evaluation, videos, BC's validation score)
-DECODES = ("mode", "median", "mean")
+# HEADS, BIN_LOGITS and DECODES (the deterministic actions of a categorical over bins: evaluation,
+# videos, BC's validation score) are declared in grpo_robot/registry.py, for the config
 
 
 def check_decode(decode: str) -> None:
