@@ -1,11 +1,8 @@
 """Every seed range and random stream of the project, and the checks on them.
 
-Reset seeds come from three disjoint ranges, so evaluation never starts from a state seen in
-training or in the demonstrations:
-
-    training groups   [0, 1e9)      drawn per iteration from the run's `seed`
-    evaluation        [1e9, 2e9)    the first n of the range, the same for every run
-    demonstrations    [2e9, 3e9)    demo run `seed` in [0, 1000) owns 1e6 consecutive seeds
+Reset seeds come from three disjoint ranges (training, evaluation, demonstrations; declared in
+grpo_robot/seed_ranges.py and re-exported here), so evaluation never starts from a state seen in
+training or in the demonstrations.
 
 Random streams (sampling noise, minibatch shuffles, evaluation noise, replayed starts) are
 functions of (run seed, iteration, stream[, sampling round]) only, so a resumed run draws exactly
