@@ -13,8 +13,10 @@ the stored state; the initial observation is exact. Both backends share this cod
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -27,9 +29,55 @@ from grpo_robot.envs import make_task
 from grpo_robot.envs.scene import ACTION_MATRIX, ACTION_OFFSET
 from grpo_robot.envs.task import FULLPHYSICS, Task
 from grpo_robot.machine import usable_cores
-from grpo_robot.seeding import check_seeds
+from grpo_robot.seed_ranges import check_seeds
 
 CONTROL_SPEC = mujoco.mjtState.mjSTATE_CTRL.value | mujoco.mjtState.mjSTATE_MOCAP_POS.value
+
+
+class PhysicsPool:
+    """A `mujoco.rollout.Rollout` thread pool (`nthread` threads; 0 or 1: none, the calls run on the
+    calling thread) that a forked child of this process can still use and drop.
+
+    A child made by `fork` has none of its parent's threads, and a pool whose threads are gone
+    blocks for ever when it is destroyed: in a child of `os.fork`, `del` of such a pool, or a
+    garbage collection that reaches one, never returns (tests/test_batched.py). That hung the
+    workers of the async Gym backend when it forked them from a process that had built a
+    `BatchedEnv`. In a forked child every threaded pool of the parent is therefore kept alive, never
+    destroyed, and replaced by one without threads: the child's physics runs on its calling
+    thread, to the same results."""
+
+    def __init__(self, nthread: int) -> None:
+        self.nthread = nthread if nthread > 1 else 0
+        self._pool = rollout.Rollout(nthread=self.nthread)
+        if self.nthread:
+            _THREADED_POOLS.add(self)
+
+    def rollout(self, models: Sequence[mujoco.MjModel], datas: Sequence[mujoco.MjData], *args: Any,
+                **kwargs: Any) -> Any:  # fmt: skip
+        """`Rollout.rollout`, given one scratch `MjData` per thread (the first alone without threads)."""
+        return self._pool.rollout(models, datas if self.nthread else datas[:1], *args, **kwargs)
+
+    def close(self) -> None:
+        self._pool.close()
+        _THREADED_POOLS.discard(self)
+
+    def _after_fork_in_child(self) -> None:
+        _INHERITED_POOLS.append(self._pool)
+        self.nthread, self._pool = 0, rollout.Rollout(nthread=0)
+
+
+_THREADED_POOLS: weakref.WeakSet = weakref.WeakSet()
+_INHERITED_POOLS: list = []  # a forked child's pools from its parent: never destroyed (`PhysicsPool`)
+
+
+def _keep_inherited_pools() -> None:
+    for pool in list(_THREADED_POOLS):
+        pool._after_fork_in_child()
+    _THREADED_POOLS.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_keep_inherited_pools)
 
 
 def check_actions(actions: np.ndarray, active: np.ndarray, action_dim: int) -> np.ndarray:
@@ -92,8 +140,7 @@ class BatchedEnv:
         self._dt = float(m.opt.timestep)
         self._nu = m.nu
         self._qvel = slice(1 + m.nq, 1 + m.nq + m.nv)  # qvel inside a FULLPHYSICS state
-        # 0 threads: rollout runs on the calling thread (no pool to hand work to)
-        self._pool = rollout.Rollout(nthread=self.nthread if self.nthread > 1 else 0)
+        self._pool = PhysicsPool(self.nthread)
         self._datas = [mujoco.MjData(m) for _ in range(self.nthread)]
         self._models = [m] * B
         ncontrol = mujoco.mj_stateSize(m, CONTROL_SPEC)
@@ -391,7 +438,7 @@ class _Lane:
     def __init__(self, env: BatchedEnv, nthread: int, num_worlds: int) -> None:
         m, nsub = env.model, env.task.n_substeps
         self.nthread, self.seconds = nthread, 0.0  # seconds: this part's time in the physics
-        self.pool = rollout.Rollout(nthread=nthread if nthread > 1 else 0)
+        self.pool = PhysicsPool(nthread)
         self.datas = [mujoco.MjData(m) for _ in range(nthread)]
         self.control = np.zeros((num_worlds, nsub, mujoco.mj_stateSize(m, CONTROL_SPEC)))
         self.out_state = np.zeros((num_worlds, nsub, env.task.nstate))

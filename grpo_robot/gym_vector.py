@@ -59,7 +59,7 @@ from gymnasium.vector.utils import CloudpickleWrapper, clear_mpi_env_vars
 from grpo_robot import env_state, lifecycle
 from grpo_robot.batched import check_actions
 from grpo_robot.config import EnvConfig, env_name, env_source
-from grpo_robot.seeding import check_seeds
+from grpo_robot.seed_ranges import check_seeds
 
 log = logging.getLogger(__name__)
 

@@ -25,6 +25,7 @@ from grpo_robot.seed_ranges import (  # noqa: F401  (the ranges, here with the r
     EVAL_SEED_END,
     EVAL_SEED_START,
     TRAIN_SEED_END,
+    check_seeds,
 )
 
 STREAM_ROLLOUT, STREAM_SHUFFLE, STREAM_EVAL = 1, 2, 3
@@ -63,18 +64,6 @@ def demo_seeds(seed: int, start: int, n: int) -> np.ndarray:
     if start < 0 or start + n > DEMO_SEEDS_PER_RUN:
         raise ValueError(f"demo episodes [{start}, {start + n}) exceed the {DEMO_SEEDS_PER_RUN} seeds of one demo run")
     return DEMO_SEED_START + seed * DEMO_SEEDS_PER_RUN + start + np.arange(n, dtype=np.int64)
-
-
-def check_seeds(seeds: Sequence[int], num_worlds: int) -> np.ndarray:
-    """`seeds` as an integer array of one non-negative seed per world, else `ValueError`."""
-    seeds = np.asarray(seeds)
-    if seeds.shape != (num_worlds,) or not np.issubdtype(seeds.dtype, np.integer):
-        raise ValueError(
-            f"seeds must be {num_worlds} integers (one per world), got shape {seeds.shape} and dtype {seeds.dtype}"
-        )
-    if (seeds < 0).any():
-        raise ValueError(f"seeds must be >= 0, got {seeds[seeds < 0][0]}")
-    return seeds
 
 
 def stream_seed(run_seed: int, iteration: int, stream: int, round_: int = 0) -> int:

@@ -261,3 +261,72 @@ def test_a_rolled_cube_away_from_the_goal_is_no_success(task_name, goal, rel):
     d.qpos[adr : adr + 2] = target[:2]  # on the goal, still rolled: a success
     mujoco.mj_forward(m, d)
     assert task.success(d.sensordata[None].copy())[0]
+
+
+def _in_forked_child(body, timeout_s: float = 30.0) -> bytes:
+    """Run `body() -> bytes` (under 64 KiB, a pipe's buffer) in a child of `os.fork` -> what it
+    returned; fails if the child does not exit within `timeout_s` (it is then killed) or exits
+    otherwise than 0."""
+    import os
+    import signal
+    import time
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        code = 1
+        try:
+            out, code = body(), 0
+        except BaseException:  # noqa: BLE001  (told to the parent)
+            import traceback
+
+            out = traceback.format_exc().encode()
+        finally:
+            os.write(write, out[: 1 << 16])
+            os._exit(code)
+    os.close(write)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while not (done := os.waitpid(pid, os.WNOHANG))[0] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not done[0]:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise AssertionError(f"the forked child did not exit within {timeout_s} s: it hung")
+        out = os.read(read, 1 << 16)
+        assert os.waitstatus_to_exitcode(done[1]) == 0, f"the forked child failed: {out.decode(errors='replace')}"
+        return out
+    finally:
+        os.close(read)
+
+
+def test_a_forked_child_steps_and_drops_its_parents_threaded_physics():
+    """A child of `fork` has none of its parent's threads: a MuJoCo rollout pool whose threads are
+    gone blocks for ever when it is destroyed or used. The child's copy of a `BatchedEnv` stepped on
+    two physics threads (its own pool and a part's lane) steps on, to the parent's results, and
+    a garbage collection of it (in a reference cycle, as in any worker forked after a test)
+    returns."""
+    import gc
+
+    env = BatchedEnv("PushCube", 4, nthread=4)  # two threads for each part's lane too
+    env.reset(np.arange(4))
+    env.use_parts([slice(0, 2), slice(2, 4)])
+    actions = np.random.default_rng(0).uniform(-1, 1, (4, env.action_dim)).astype(np.float32)
+    env.step(actions)
+    env.step_part(actions[:2], slice(0, 2))
+
+    def child() -> bytes:
+        env.step(actions)
+        env.step_part(actions[:2], slice(0, 2))
+        state = env.state.tobytes()
+        cycle = [env]
+        cycle.append(cycle)
+        del cycle
+        gc.collect()
+        return state
+
+    in_child = _in_forked_child(child)
+    env.step(actions)
+    env.step_part(actions[:2], slice(0, 2))
+    assert in_child == env.state.tobytes()
+    env.close()

@@ -19,9 +19,8 @@ from dataclasses import dataclass
 
 import mujoco
 import numpy as np
-from mujoco import rollout
 
-from grpo_robot.batched import ACTION_MATRIX, ACTION_OFFSET, CONTROL_SPEC, BatchedEnv
+from grpo_robot.batched import ACTION_MATRIX, ACTION_OFFSET, CONTROL_SPEC, BatchedEnv, PhysicsPool
 
 
 @dataclass(frozen=True)
@@ -105,7 +104,7 @@ class LimitReplay:
         self.nstep = env.horizon * self.nsub
         self.nu = m.nu
         # same pool layout as BatchedEnv: 0 threads runs on the calling thread
-        self.pool = rollout.Rollout(nthread=nthread if nthread > 1 else 0)
+        self.pool = PhysicsPool(nthread)
         self.datas = [mujoco.MjData(m) for _ in range(max(nthread, 1))]
         self.models = [m] * env.num_worlds
         ncontrol = mujoco.mj_stateSize(m, CONTROL_SPEC)
