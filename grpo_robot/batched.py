@@ -40,7 +40,7 @@ class PhysicsPool:
 
     A child made by `fork` has none of its parent's threads, and a pool whose threads are gone
     blocks for ever when it is destroyed: in a child of `os.fork`, `del` of such a pool, or a
-    garbage collection that reaches one, never returns (tests/test_batched.py). That hung the
+    garbage collection that reaches one, never returns (tests/test_envs.py). That hung the
     workers of the async Gym backend when it forked them from a process that had built a
     `BatchedEnv`. In a forked child every threaded pool of the parent is therefore kept alive, never
     destroyed, and replaced by one without threads: the child's physics runs on its calling

@@ -18,6 +18,9 @@ sticky `success`/`terminated`/`truncated`/`failed` flags) over a Gymnasium vecto
   observation, ends that world as a failure (no success); the others carry on. The probe that
   checks the env at construction tries `PROBE_EPISODES` seeds, and refuses the env (a one-line
   `ValueError`) only when every one of them raised.
+- **Workers start from a clean process** with `async`: a fork server (`start_method`), or fresh
+  interpreters for worlds that render; never a fork of this process, whose threads (torch's,
+  MuJoCo's) a forked child does not have.
 - **A hung world is bounded** by `env.step_timeout_s`: with `async` its worker process is killed
   (SIGKILL) and replaced, the world failed for the rest of its episode; with `sync` a `Watchdog`
   thread ends the process through `lifecycle.emergency_exit` (a call hung in this process cannot be
@@ -476,6 +479,23 @@ def _worker(*args: Any) -> None:
     _async_worker(*args)
 
 
+def start_method(render: bool = False) -> str:
+    """How the async backend starts its workers: from a fork server (`forkserver`), a clean
+    single-threaded process that has imported this module (and the main script, as `spawn`
+    would), so that each worker starts in milliseconds; `spawn` for worlds that render (OpenGL
+    does not survive a fork once a process has opened it) and where there is no fork server.
+
+    Never `fork` of this process: a forked child has none of its threads, and what they held stays
+    held there. A worker forked from a process that had stepped a `BatchedEnv` hung for ever in
+    its first garbage collection, which destroyed the inherited MuJoCo thread pool (the test run
+    once stopped there; grpo_robot/batched.py's `PhysicsPool` now guards that case too)."""
+    if render or "forkserver" not in multiprocessing.get_all_start_methods():
+        return "spawn"
+    # read when the fork server starts (the first pool of the process); later calls change nothing
+    multiprocessing.get_context("forkserver").set_forkserver_preload(["__main__", __name__])
+    return "forkserver"
+
+
 _POOLS: weakref.WeakSet = weakref.WeakSet()  # open pools, killed at exit (their workers ignore SIGTERM)
 
 
@@ -736,9 +756,7 @@ class GymGroupEnv:
             else:
                 first.close()
                 self._watch.close()  # the probe's: no thread of it in the processes forked now
-                # OpenGL does not survive a fork once this process has opened it: worlds that render
-                # start in fresh interpreters
-                context = "spawn" if cfg.kwargs.get("render_mode") else None
+                context = start_method(render=bool(cfg.kwargs.get("render_mode")))
                 self.vec = WorkerPool([functools.partial(_make_world, cfg, self.horizon)] * B, context)
             self._setup(cfg)
         except BaseException:

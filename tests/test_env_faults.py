@@ -4,6 +4,7 @@ with one line (sync), a batch in which every world failed is one `EnvFailure`, a
 ignores its seed is refused by the CLI in one line."""
 
 import logging
+import multiprocessing.forkserver
 import os
 import signal
 import subprocess
@@ -18,7 +19,7 @@ from cli_harness import run_main
 from test_train import ROOT
 
 from grpo_robot.config import AlgoConfig, EnvConfig, TrainConfig
-from grpo_robot.gym_vector import EnvFailure, GymGroupEnv
+from grpo_robot.gym_vector import EnvFailure, GymGroupEnv, start_method
 from grpo_robot.hooks import Hook
 from grpo_robot.trainer import Trainer
 
@@ -36,9 +37,13 @@ def run_episode(env: GymGroupEnv, seeds) -> np.ndarray:
     return obs
 
 
-def children() -> dict[int, str]:
-    """This process's child processes -> their state (`Z`: a zombie), read from /proc."""
-    found = {}
+def descendants() -> dict[int, str]:
+    """This process's descendants -> their state (`Z`: a zombie), read from /proc. The async
+    backend's workers are children of its fork server, itself a child of this process, which is
+    started first, so that a count before a test and one after it both hold it."""
+    if start_method() == "forkserver":  # (which also sets what the fork server preloads)
+        multiprocessing.forkserver.ensure_running()
+    parent, state = {}, {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
@@ -46,8 +51,13 @@ def children() -> dict[int, str]:
                     fields = f.read().rsplit(")", 1)[1].split()
             except OSError:
                 continue
-            if int(fields[1]) == os.getpid():
-                found[int(entry)] = fields[0]
+            parent[int(entry)], state[int(entry)] = int(fields[1]), fields[0]
+    found, frontier = {}, [os.getpid()]
+    while frontier:
+        pid = frontier.pop()
+        for child in [c for c, p in parent.items() if p == pid]:
+            found[child] = state[child]
+            frontier.append(child)
     return found
 
 
@@ -127,11 +137,11 @@ def test_training_runs_on_when_some_worlds_raise(tmp_path):
 
 
 def test_a_hung_step_in_async_fails_that_world_only_and_its_replacement_works(caplog):
-    before = children()
+    before = descendants()
     env = GymGroupEnv(toy("Hangs", vector="async", step_timeout_s=1.0, kwargs={"seed": 5, "at": 3}), 4)
     try:
         pids = env.worker_pids()
-        assert set(pids) <= set(children()) - set(before)
+        assert set(pids) <= set(descendants()) - set(before)
         start = time.monotonic()
         with caplog.at_level(logging.WARNING, logger="grpo_robot.gym_vector"):
             run_episode(env, [6, 5, 7, 8])  # world 1 hangs in its step 3
@@ -142,16 +152,16 @@ def test_a_hung_step_in_async_fails_that_world_only_and_its_replacement_works(ca
                 "env.step_timeout_s=1 s; its process was killed and replaced") in caplog.text  # fmt: skip
         now = env.worker_pids()
         assert now[0] == pids[0] and now[2:] == pids[2:] and now[1] != pids[1]  # world 1's worker replaced
-        assert pids[1] not in children()  # killed and reaped
+        assert pids[1] not in descendants()  # killed and reaped
         run_episode(env, [6, 9, 7, 8])  # the replacement runs world 1 at the next reset
         assert not env.failed.any() and env.steps.tolist() == [10] * 4
     finally:
         env.close()
-    assert children() == before  # no worker left, no zombie
+    assert descendants() == before  # no worker left, no zombie
 
 
 def test_a_hung_reset_in_async_fails_that_world_only(caplog):
-    before = children()
+    before = descendants()
     env = GymGroupEnv(toy("Hangs", vector="async", step_timeout_s=1.0, kwargs={"seed": 5, "at": 0}), 4)
     try:
         start = time.monotonic()
@@ -167,23 +177,23 @@ def test_a_hung_reset_in_async_fails_that_world_only(caplog):
         assert not env.failed.any() and env.steps.tolist() == [10] * 4
     finally:
         env.close()
-    assert children() == before
+    assert descendants() == before
 
 
 def test_async_workers_ignore_sigint_and_sigterm():
-    before = children()
+    before = descendants()
     env = GymGroupEnv(toy("PointReach", vector="async"), 2)
     try:
         for pid in env.worker_pids():
             os.kill(pid, signal.SIGINT)
             os.kill(pid, signal.SIGTERM)
         time.sleep(0.3)
-        assert all(children().get(pid) not in (None, "Z") for pid in env.worker_pids())
+        assert all(descendants().get(pid) not in (None, "Z") for pid in env.worker_pids())
         run_episode(env, [1, 2])
         assert not env.failed.any() and env.steps.tolist() == [10, 10]
     finally:
         env.close()  # ends them although they ignore SIGTERM
-    assert children() == before
+    assert descendants() == before
 
 
 def test_an_async_step_interrupted_by_ctrl_c_leaves_the_worlds_usable():
@@ -263,11 +273,11 @@ def test_every_world_failing_is_one_env_failure():
 
 @pytest.mark.parametrize("vector", ["sync", "async"])
 def test_the_cli_refuses_an_env_that_ignores_its_seed_in_one_line(tmp_path, vector):
-    before = children()
+    before = descendants()
     out = run_main("train", "env=gym", "env.entry_point=tests.toy_envs:GlobalRandomReach", "env.horizon=10",
                    f"env.vector={vector}", f"hydra.run.dir={tmp_path}", *TINY)  # fmt: skip
     assert out.code == 2, out.stderr
     assert len(out.error_lines) == 1, out.stderr
     assert out.error_lines[0].startswith("error: tests.toy_envs:GlobalRandomReach ignores its reset seed: world")
     assert "env.group_start=clone" in out.error_lines[0]
-    assert children() == before  # the async workers were ended
+    assert descendants() == before  # the async workers were ended

@@ -41,6 +41,42 @@ def test_group_reset_gives_equal_starts_and_seeds_matter(vector):
         env.close()
 
 
+def test_async_workers_start_from_the_fork_server_after_this_process_stepped_threaded_physics():
+    """The async backend's workers are never forks of this process (whose threads they would not
+    have): their parent is the fork server. Built after a threaded `BatchedEnv` was stepped and
+    dropped into a reference cycle, as happens in any process that trained on a built-in task first,
+    the pool answers and steps."""
+    import gc
+    import multiprocessing.forkserver
+    import os
+
+    from grpo_robot import BatchedEnv
+    from grpo_robot.gym_vector import start_method
+
+    physics = BatchedEnv("Reach", 4, nthread=2)
+    physics.reset(np.arange(4))
+    physics.step(np.zeros((4, physics.action_dim), np.float32))
+    cycle = [physics]
+    cycle.append(cycle)
+    del physics, cycle
+    gc.disable()  # the cycle is collected in the workers, if anywhere
+    try:
+        env = GymGroupEnv(toy(vector="async"), 4)
+    finally:
+        gc.enable()
+    try:
+        parents = set()
+        for pid in env.worker_pids():
+            with open(f"/proc/{pid}/stat") as f:
+                parents.add(int(f.read().rsplit(")", 1)[1].split()[1]))
+        assert start_method() == "forkserver"
+        assert parents == {multiprocessing.forkserver._forkserver._forkserver_pid} != {os.getpid()}
+        obs = env.reset(group_seeds([3, 4], 2))
+        assert (obs[0] == obs[1]).all() and (obs[2] == obs[3]).all() and (obs[0] != obs[2]).any()
+    finally:
+        env.close()
+
+
 def test_actions_are_mapped_onto_the_box_and_success_ends_the_episode():
     env = GymGroupEnv(toy(), 4)
     obs = env.reset(np.array([10, 11, 12, 13]))
