@@ -137,11 +137,11 @@ def test_training_runs_on_when_some_worlds_raise(tmp_path):
 
 
 def test_a_hung_step_in_async_fails_that_world_only_and_its_replacement_works(caplog):
-    before = descendants()
+    before = set(descendants())
     env = GymGroupEnv(toy("Hangs", vector="async", step_timeout_s=1.0, kwargs={"seed": 5, "at": 3}), 4)
     try:
         pids = env.worker_pids()
-        assert set(pids) <= set(descendants()) - set(before)
+        assert set(pids) <= set(descendants()) - before
         start = time.monotonic()
         with caplog.at_level(logging.WARNING, logger="grpo_robot.gym_vector"):
             run_episode(env, [6, 5, 7, 8])  # world 1 hangs in its step 3
@@ -157,11 +157,11 @@ def test_a_hung_step_in_async_fails_that_world_only_and_its_replacement_works(ca
         assert not env.failed.any() and env.steps.tolist() == [10] * 4
     finally:
         env.close()
-    assert descendants() == before  # no worker left, no zombie
+    assert set(descendants()) <= before  # no worker left, no zombie
 
 
 def test_a_hung_reset_in_async_fails_that_world_only(caplog):
-    before = descendants()
+    before = set(descendants())
     env = GymGroupEnv(toy("Hangs", vector="async", step_timeout_s=1.0, kwargs={"seed": 5, "at": 0}), 4)
     try:
         start = time.monotonic()
@@ -177,11 +177,11 @@ def test_a_hung_reset_in_async_fails_that_world_only(caplog):
         assert not env.failed.any() and env.steps.tolist() == [10] * 4
     finally:
         env.close()
-    assert descendants() == before
+    assert set(descendants()) <= before
 
 
 def test_async_workers_ignore_sigint_and_sigterm():
-    before = descendants()
+    before = set(descendants())
     env = GymGroupEnv(toy("PointReach", vector="async"), 2)
     try:
         for pid in env.worker_pids():
@@ -193,7 +193,7 @@ def test_async_workers_ignore_sigint_and_sigterm():
         assert not env.failed.any() and env.steps.tolist() == [10, 10]
     finally:
         env.close()  # ends them although they ignore SIGTERM
-    assert descendants() == before
+    assert set(descendants()) <= before
 
 
 def test_an_async_step_interrupted_by_ctrl_c_leaves_the_worlds_usable():
@@ -273,11 +273,11 @@ def test_every_world_failing_is_one_env_failure():
 
 @pytest.mark.parametrize("vector", ["sync", "async"])
 def test_the_cli_refuses_an_env_that_ignores_its_seed_in_one_line(tmp_path, vector):
-    before = descendants()
+    before = set(descendants())
     out = run_main("train", "env=gym", "env.entry_point=tests.toy_envs:GlobalRandomReach", "env.horizon=10",
                    f"env.vector={vector}", f"hydra.run.dir={tmp_path}", *TINY)  # fmt: skip
     assert out.code == 2, out.stderr
     assert len(out.error_lines) == 1, out.stderr
     assert out.error_lines[0].startswith("error: tests.toy_envs:GlobalRandomReach ignores its reset seed: world")
     assert "env.group_start=clone" in out.error_lines[0]
-    assert descendants() == before  # the async workers were ended
+    assert set(descendants()) <= before  # the async workers were ended
