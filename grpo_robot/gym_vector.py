@@ -22,9 +22,10 @@ sticky `success`/`terminated`/`truncated`/`failed` flags) over a Gymnasium vecto
   interpreters for worlds that render; never a fork of this process, whose threads (torch's,
   MuJoCo's) a forked child does not have.
 - **A hung world is bounded** by `env.step_timeout_s`: with `async` its worker process is killed
-  (SIGKILL) and replaced, the world failed for the rest of its episode; with `sync` a `Watchdog`
-  thread ends the process through `lifecycle.emergency_exit` (a call hung in this process cannot be
-  interrupted).
+  (SIGKILL) and replaced, the world failed for the rest of its episode (a world not built in its
+  worker within that time, or whose build raised there, is a one-line `ValueError`); with `sync`
+  a `Watchdog` thread ends the process through `lifecycle.emergency_exit` (a call hung in this
+  process cannot be interrupted).
 - **Every world failed** after a reset, or by the end of a step: `EnvFailure`, one line naming the
   env and the first error; there is nothing to learn from.
 - **Seeding is checked** when the env is built: worlds reset from equal seeds must start from
@@ -48,6 +49,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -471,12 +473,21 @@ class Watchdog:
 
 
 # -- the async backend: one process per world, each call bounded in time ---------------------------
-def _worker(*args: Any) -> None:
+def _worker(index: int, env_fn: Callable[[], gymnasium.Env], pipe: Any, parent_pipe: Any, *rest: Any) -> None:
     """Gymnasium's worker loop, deaf to SIGINT and SIGTERM: a Ctrl-C in the terminal reaches only
-    the main process, which shuts its workers down itself."""
+    the main process, which shuts its workers down itself. An env that raises while it is built is
+    told as gymnasium tells an error in its loop: on the error queue (`rest`: the shared memory,
+    the error queue, ...), then a failed answer, and the worker ends."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    _async_worker(*args)
+    try:
+        env = env_fn()
+    except Exception:  # noqa: BLE001  (told to the main process)
+        parent_pipe.close()
+        rest[1].put((index, *sys.exc_info()[:2], traceback.format_exc()))
+        pipe.send((None, False))
+        return
+    _async_worker(index, lambda: env, pipe, parent_pipe, *rest)
 
 
 def start_method(render: bool = False) -> str:
@@ -522,11 +533,46 @@ class WorkerPool(gymnasium.vector.AsyncVectorEnv):
     ready for the next reset. Workers ignore SIGINT and SIGTERM; `close` ends them, killing those
     that do not end by themselves, and leaves no process behind."""
 
-    def __init__(self, env_fns: Sequence[Callable[[], gymnasium.Env]], context: str | None = None) -> None:
+    def __init__(self, env_fns: Sequence[Callable[[], gymnasium.Env]], context: str | None = None,
+                 name: str = "env", build_timeout: float | None = None) -> None:  # fmt: skip
+        self._unread: set[int] = set()  # worlds whose answer to an interrupted exchange is still to come
+        self._name, self._build_timeout = name, build_timeout
         super().__init__(env_fns, shared_memory=False, autoreset_mode="Disabled", worker=_worker, daemon=True,
                          context=context)  # fmt: skip
-        self._unread: set[int] = set()  # worlds whose answer to an interrupted exchange is still to come
         _POOLS.add(self)
+
+    def _check_spaces(self) -> None:
+        """Gymnasium's check, when the pool starts, that every worker built its world with the
+        same spaces, each answer awaited at most `build_timeout` seconds. A world whose worker does
+        not answer in time (its env's constructor hangs), raised while building it, or died, is a
+        one-line `ValueError` naming it, and every worker is killed."""
+        data = (self.observation_mode, self.single_observation_space, self.single_action_space)
+        waiting = {pipe: i for i, pipe in enumerate(self.parent_pipes)}
+        for pipe in waiting:
+            pipe.send(("_check_spaces", data))
+        answers, raised, died = {}, [], []
+        for i, value, ok in self._receive(waiting, self._build_timeout):
+            if ok:
+                answers[i] = value
+            else:
+                (raised if ok is False else died).append(i)
+        if raised or died or waiting:  # told for the first world in order that failed
+            world = min([*raised, *died, *waiting.values()])
+            if world in raised:
+                err = self._worker_errors(raised)[raised.index(world)]
+                why = f"could not build its env: {type(err).__name__}: {(str(err).splitlines() or [''])[0]}"
+            elif world in died:
+                self.processes[world].join(timeout=1.0)
+                why = f"died (exit code {self.processes[world].exitcode}) while building its env"
+            else:
+                why = f"did not build its env within env.step_timeout_s={self._build_timeout:g} s"
+            self.close(terminate=True)
+            raise ValueError(f"{self._name}: world {world}'s worker {why}")
+        same_obs, same_action = (all(value[k] for value in answers.values()) for k in (0, 1))
+        if not (same_obs and same_action):
+            self.close(terminate=True)
+            space = "observation" if not same_obs else "action"
+            raise ValueError(f"{self._name}: the worlds' {space} spaces differ from one worker to another")
 
     def exchange(self, messages: dict[int, tuple[str, Any]], timeout: float | None) -> tuple[dict, dict[int, Lost]]:
         """Send `messages[i]` (a worker command and its data) to world `i` -> (answers by world,
@@ -757,7 +803,8 @@ class GymGroupEnv:
                 first.close()
                 self._watch.close()  # the probe's: no thread of it in the processes forked now
                 context = start_method(render=bool(cfg.kwargs.get("render_mode")))
-                self.vec = WorkerPool([functools.partial(_make_world, cfg, self.horizon)] * B, context)
+                self.vec = WorkerPool([functools.partial(_make_world, cfg, self.horizon)] * B, context, self.name,
+                                      self.timeout)  # fmt: skip
             self._setup(cfg)
         except BaseException:
             self.close()

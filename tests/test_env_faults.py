@@ -180,6 +180,31 @@ def test_a_hung_reset_in_async_fails_that_world_only(caplog):
     assert set(descendants()) <= before
 
 
+@pytest.mark.parametrize("cls, why", [
+    ("HangsWhenBuilt", r"world 0's worker did not build its env within env.step_timeout_s=1 s"),
+    ("RaisesWhenBuilt", r"world 0's worker could not build its env: RuntimeError: no licence server in this worker"),
+])  # fmt: skip
+def test_an_async_world_that_cannot_be_built_is_one_line_and_leaves_no_worker(cls, why):
+    """A world whose constructor hangs or raises in its worker, after the probe built it in this
+    process: the pool does not wait for ever for it (gymnasium's own check of the workers' spaces
+    would), but ends every worker and says which world, within env.step_timeout_s."""
+    before = set(descendants())
+    start = time.monotonic()
+    with pytest.raises(ValueError, match=rf"^toy_envs:{cls}: {why}$"):
+        GymGroupEnv(toy(cls, vector="async", step_timeout_s=1.0), 3)
+    assert time.monotonic() - start < 8.0
+    assert set(descendants()) <= before
+
+
+def test_the_cli_stops_in_one_line_before_any_work_when_an_async_world_cannot_be_built(tmp_path):
+    out = run_main("train", "env=gym", "env.entry_point=tests.toy_envs:RaisesWhenBuilt", "env.horizon=10",
+                   "env.vector=async", f"hydra.run.dir={tmp_path}", *TINY)  # fmt: skip
+    assert out.code == 2, out.stderr
+    assert out.error_lines == ["error: tests.toy_envs:RaisesWhenBuilt: world 0's worker could not build its env: "
+                               "RuntimeError: no licence server in this worker"], out.stderr  # fmt: skip
+    assert not (tmp_path / "checkpoints").exists()
+
+
 def test_async_workers_ignore_sigint_and_sigterm():
     before = set(descendants())
     env = GymGroupEnv(toy("PointReach", vector="async"), 2)

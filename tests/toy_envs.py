@@ -352,3 +352,27 @@ def nan_expert(obs, info):
 
 def idle_expert(obs, info):
     return np.zeros(2)
+
+
+def _in_a_worker() -> bool:
+    import multiprocessing
+
+    return multiprocessing.parent_process() is not None
+
+
+class HangsWhenBuilt(PointReach):
+    """Builds in the main process (the probe) and hangs for an hour when built in an async worker."""
+
+    def __init__(self, **kwargs):
+        if _in_a_worker():
+            time.sleep(3600)
+        super().__init__(**kwargs)
+
+
+class RaisesWhenBuilt(PointReach):
+    """Builds in the main process (the probe) and raises when built in an async worker."""
+
+    def __init__(self, **kwargs):
+        if _in_a_worker():
+            raise RuntimeError("no licence server in this worker")
+        super().__init__(**kwargs)
