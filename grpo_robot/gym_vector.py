@@ -801,7 +801,7 @@ class GymGroupEnv:
                     world.index, world.watchdog = i, self._watch
             else:
                 first.close()
-                self._watch.close()  # the probe's: no thread of it in the processes forked now
+                self._watch.close()  # the probe's: the pool bounds its own calls (`exchange`)
                 context = start_method(render=bool(cfg.kwargs.get("render_mode")))
                 self.vec = WorkerPool([functools.partial(_make_world, cfg, self.horizon)] * B, context, self.name,
                                       self.timeout)  # fmt: skip
