@@ -49,7 +49,6 @@ import signal
 import sys
 import threading
 import time
-import traceback
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -476,18 +475,25 @@ class Watchdog:
 def _worker(index: int, env_fn: Callable[[], gymnasium.Env], pipe: Any, parent_pipe: Any, *rest: Any) -> None:
     """Gymnasium's worker loop, deaf to SIGINT and SIGTERM: a Ctrl-C in the terminal reaches only
     the main process, which shuts its workers down itself. An env that raises while it is built is
-    told as gymnasium tells an error in its loop: on the error queue (`rest`: the shared memory,
-    the error queue, ...), then a failed answer, and the worker ends."""
+    answered to the first command with `NotBuilt`, and the worker ends."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
         env = env_fn()
-    except Exception:  # noqa: BLE001  (told to the main process)
+    except Exception as err:  # noqa: BLE001  (told to the main process)
         parent_pipe.close()
-        rest[1].put((index, *sys.exc_info()[:2], traceback.format_exc()))
-        pipe.send((None, False))
+        pipe.send((NotBuilt(f"{type(err).__name__}: {(str(err).splitlines() or [''])[0]}"), False))
         return
     _async_worker(index, lambda: env, pipe, parent_pipe, *rest)
+
+
+@dataclass(frozen=True)
+class NotBuilt:
+    """A worker's answer when its env raised while being built (the worker then ends): the error,
+    in one line. At the pool's start that refuses the env; for a replaced worker the world is lost,
+    as if its worker had died."""
+
+    error: str
 
 
 def start_method(render: bool = False) -> str:
@@ -550,17 +556,21 @@ class WorkerPool(gymnasium.vector.AsyncVectorEnv):
         waiting = {pipe: i for i, pipe in enumerate(self.parent_pipes)}
         for pipe in waiting:
             pipe.send(("_check_spaces", data))
-        answers, raised, died = {}, [], []
+        answers, not_built, raised, died = {}, {}, [], []
         for i, value, ok in self._receive(waiting, self._build_timeout):
             if ok:
                 answers[i] = value
+            elif isinstance(value, NotBuilt):
+                not_built[i] = value.error
             else:
                 (raised if ok is False else died).append(i)
-        if raised or died or waiting:  # told for the first world in order that failed
-            world = min([*raised, *died, *waiting.values()])
-            if world in raised:
+        if not_built or raised or died or waiting:  # told for the first world in order that failed
+            world = min([*not_built, *raised, *died, *waiting.values()])
+            if world in not_built:
+                why = f"could not build its env: {not_built[world]}"
+            elif world in raised:
                 err = self._worker_errors(raised)[raised.index(world)]
-                why = f"could not build its env: {type(err).__name__}: {(str(err).splitlines() or [''])[0]}"
+                why = f"failed the check of its spaces: {type(err).__name__}: {err}"
             elif world in died:
                 self.processes[world].join(timeout=1.0)
                 why = f"died (exit code {self.processes[world].exitcode}) while building its env"
@@ -597,6 +607,8 @@ class WorkerPool(gymnasium.vector.AsyncVectorEnv):
                     lost[i] = self._death(i)
                 elif ok:
                     answers[i] = value
+                elif isinstance(value, NotBuilt):  # a replaced worker whose env raised while being built
+                    lost[i] = Lost(f"its worker could not build its env ({value.error}) and was replaced")
                 else:
                     raised.append(i)
         except BaseException:  # interrupted (Ctrl-C): the next exchange first reads the answers still due
@@ -619,8 +631,8 @@ class WorkerPool(gymnasium.vector.AsyncVectorEnv):
             return
         waiting = {self.parent_pipes[i]: i for i in sorted(self._unread) if self.parent_pipes[i] is not None}
         self._unread.clear()
-        for i, _, ok in self._receive(waiting, timeout):
-            if ok is False:  # the worker sent back an exception, and its loop ended
+        for i, value, ok in self._receive(waiting, timeout):
+            if ok is False and not isinstance(value, NotBuilt):  # the worker sent back an exception; its loop ended
                 self._worker_errors([i])
             if not ok:
                 self.restart(i)

@@ -160,6 +160,28 @@ def test_a_hung_step_in_async_fails_that_world_only_and_its_replacement_works(ca
     assert set(descendants()) <= before  # no worker left, no zombie
 
 
+def test_a_replaced_worker_whose_env_cannot_be_built_again_fails_its_world_and_the_run_goes_on(caplog, tmp_path):
+    """World 1's worker hangs and is replaced, and the replacement cannot build its env: the world
+    fails at each later reset (its worker replaced again each time), the others run on, nothing
+    raises (a crashing env never takes the run down)."""
+    marker = str(tmp_path / "hung")
+    cfg = toy("HangsThenCannotBeRebuilt", vector="async", step_timeout_s=1.0,
+              kwargs={"seed": 5, "at": 3, "marker": marker})  # fmt: skip
+    env = GymGroupEnv(cfg, 4)
+    try:
+        run_episode(env, [6, 5, 7, 8])  # world 1 hangs in its step 3
+        assert env.failed.tolist() == [False, True, False, False]
+        with caplog.at_level(logging.WARNING, logger="grpo_robot.gym_vector"):
+            for _ in range(2):
+                run_episode(env, [6, 9, 7, 8])
+                assert env.failed.tolist() == [False, True, False, False]
+                assert env.steps.tolist() == [10, 0, 10, 10]
+        assert caplog.text.count("world 1 (seed 9) failed and was ended at reset: its worker could not build its "
+                                 "env (RuntimeError: the robot is gone) and was replaced") == 2  # fmt: skip
+    finally:
+        env.close()
+
+
 def test_a_hung_reset_in_async_fails_that_world_only(caplog):
     before = set(descendants())
     env = GymGroupEnv(toy("Hangs", vector="async", step_timeout_s=1.0, kwargs={"seed": 5, "at": 0}), 4)

@@ -7,6 +7,7 @@ break one rule the backend must catch or contain.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -376,3 +377,19 @@ class RaisesWhenBuilt(PointReach):
         if _in_a_worker():
             raise RuntimeError("no licence server in this worker")
         super().__init__(**kwargs)
+
+
+class HangsThenCannotBeRebuilt(Hangs):
+    """`Hangs`, whose hang leaves a file `marker` behind, after which it raises when built in a worker:
+    the replacement of the worker killed for the hang cannot build its env."""
+
+    def __init__(self, marker: str = "", **kwargs):
+        if marker and _in_a_worker() and os.path.exists(marker):
+            raise RuntimeError("the robot is gone")
+        super().__init__(**kwargs)
+        self.marker = marker
+
+    def step(self, action):
+        if self.t + 1 == self.at and self.seed == self.hang_seed and self.marker:
+            open(self.marker, "w").close()
+        return super().step(action)
