@@ -36,6 +36,7 @@ sticky `success`/`terminated`/`truncated`/`failed` flags) over a Gymnasium vecto
 from __future__ import annotations
 
 import atexit
+import ctypes
 import difflib
 import functools
 import importlib
@@ -478,6 +479,7 @@ def _worker(index: int, env_fn: Callable[[], gymnasium.Env], pipe: Any, parent_p
     answered to the first command with `NotBuilt`, and the worker ends."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _end_with_parent()
     try:
         env = env_fn()
     except Exception as err:  # noqa: BLE001  (told to the main process)
@@ -485,6 +487,32 @@ def _worker(index: int, env_fn: Callable[[], gymnasium.Env], pipe: Any, parent_p
         pipe.send((NotBuilt(f"{type(err).__name__}: {(str(err).splitlines() or [''])[0]}"), False))
         return
     _async_worker(index, lambda: env, pipe, parent_pipe, *rest)
+
+
+def _end_with_parent() -> None:
+    """On Linux, have the kernel SIGKILL this worker when its parent ends: the fork server, which
+    ends with the main process (or the main process itself, for `spawn`). A worker idle in its
+    loop ends anyway when its pipe closes; one inside a hung call would otherwise outlive a main
+    process that was killed (SIGKILL), since it ignores SIGTERM.
+
+    The fork server ends when no process holds the write end of its "alive" pipe, and every
+    process it starts inherits one, for forking more of its own: a worker closes it, so that the
+    server ends with the main process whatever its workers are doing."""
+    from multiprocessing import forkserver
+
+    server = forkserver._forkserver  # the module's one server, as the worker inherited it
+    if getattr(server, "_forkserver_alive_fd", None) is not None:
+        os.close(server._forkserver_alive_fd)
+        server._forkserver_alive_fd = None
+    if not sys.platform.startswith("linux"):
+        return
+    parent = os.getppid()
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # no prctl: the worker ends with its pipe, as elsewhere
+        return
+    if os.getppid() != parent:  # the parent ended before the request: nobody is left to answer
+        os._exit(1)
 
 
 @dataclass(frozen=True)

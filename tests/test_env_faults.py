@@ -227,6 +227,46 @@ def test_the_cli_stops_in_one_line_before_any_work_when_an_async_world_cannot_be
     assert not (tmp_path / "checkpoints").exists()
 
 
+def test_no_async_worker_outlives_a_killed_main_process_not_even_one_in_a_hung_call():
+    """The main process is SIGKILLed while world 0's worker hangs in its reset (for an hour) and
+    world 1's waits in its loop: both workers end within seconds (Linux: the kernel ends a worker
+    whose parent, the fork server, ended with the main process)."""
+    script = textwrap.dedent("""
+        import sys
+        sys.path.insert(0, sys.argv[1])
+        from grpo_robot.config import EnvConfig
+        from grpo_robot.gym_vector import GymGroupEnv
+        cfg = EnvConfig(task=None, entry_point="toy_envs:Hangs", horizon=10, vector="async", step_timeout_s=600,
+                        check_seeding=False, kwargs={"seed": 5, "at": 0})
+        env = GymGroupEnv(cfg, 2)
+        print(*env.worker_pids(), flush=True)
+        env.reset([5, 6])  # world 0 hangs in its reset
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script, str(ROOT / "tests")], stdout=subprocess.PIPE, text=True,
+                            cwd=ROOT)  # fmt: skip
+    try:
+        pids = [int(p) for p in proc.stdout.readline().split()]
+        assert len(pids) == 2, pids
+        time.sleep(0.5)  # into the hung reset
+        assert all(running(pid) for pid in pids)
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 10.0
+    while (alive := [pid for pid in pids if running(pid)]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive, f"workers {alive} outlived the killed main process"
+
+
+def running(pid: int) -> bool:
+    """Whether process `pid` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def test_async_workers_ignore_sigint_and_sigterm():
     before = set(descendants())
     env = GymGroupEnv(toy("PointReach", vector="async"), 2)
