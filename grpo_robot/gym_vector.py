@@ -484,7 +484,7 @@ def _worker(index: int, env_fn: Callable[[], gymnasium.Env], pipe: Any, parent_p
         env = env_fn()
     except Exception as err:  # noqa: BLE001  (told to the main process)
         parent_pipe.close()
-        pipe.send((NotBuilt(f"{type(err).__name__}: {(str(err).splitlines() or [''])[0]}"), False))
+        pipe.send((NotBuilt(f"{type(err).__name__}: {_one_line(err)}"), False))
         return
     _async_worker(index, lambda: env, pipe, parent_pipe, *rest)
 
@@ -598,7 +598,7 @@ class WorkerPool(gymnasium.vector.AsyncVectorEnv):
                 why = f"could not build its env: {not_built[world]}"
             elif world in raised:
                 err = self._worker_errors(raised)[raised.index(world)]
-                why = f"failed the check of its spaces: {type(err).__name__}: {err}"
+                why = f"failed the check of its spaces: {type(err).__name__}: {_one_line(err)}"
             elif world in died:
                 self.processes[world].join(timeout=1.0)
                 why = f"died (exit code {self.processes[world].exitcode}) while building its env"
