@@ -64,6 +64,18 @@ def pytest_configure(config):
     torch.set_num_threads(len(mine))
 
 
+# No test of the default run may take the run's whole budget (10 minutes on 2 cores, README.md):
+# one that hangs fails there with every thread's stack (pytest-timeout), instead of holding the
+# run until CI's own limit without a word. Slow and CUDA checks, which train to targets, have none.
+TEST_TIMEOUT_S = 600
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if not any(item.get_closest_marker(mark) for mark in (*WHOLE_MACHINE, "timeout")):
+            item.add_marker(pytest.mark.timeout(TEST_TIMEOUT_S))
+
+
 def pytest_runtest_setup(item):
     marks = [mark for mark in WHOLE_MACHINE if item.get_closest_marker(mark)]
     if marks and worker_share()[1] > 1:

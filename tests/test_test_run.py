@@ -42,3 +42,17 @@ def test_each_worker_has_its_share_of_the_cores_and_as_many_torch_threads():
     mine = sorted(os.sched_getaffinity(0))
     assert mine == (cores[index::count] or [cores[index % len(cores)]])
     assert torch.get_num_threads() == len(mine)
+
+
+def test_every_test_of_the_default_run_has_a_time_limit_and_slow_checks_have_none(request):
+    """A hung test fails at `TEST_TIMEOUT_S`, at most the run's 10-minute budget, with every
+    thread's stack (pytest-timeout) instead of holding the run; the items of this session, as the
+    conftest marked them."""
+    from conftest import TEST_TIMEOUT_S
+
+    assert request.config.pluginmanager.hasplugin("timeout") and 0 < TEST_TIMEOUT_S <= 600
+    for item in request.session.items:
+        slow = any(item.get_closest_marker(mark) for mark in ("slow", "cuda"))
+        limit = item.get_closest_marker("timeout")
+        assert (limit is None) == slow, item.nodeid
+        assert slow or limit.args[0] == TEST_TIMEOUT_S, item.nodeid
