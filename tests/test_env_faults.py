@@ -43,22 +43,31 @@ def descendants() -> dict[int, str]:
     started first, so that a count before a test and one after it both hold it."""
     if start_method() == "forkserver":  # (which also sets what the fork server preloads)
         multiprocessing.forkserver.ensure_running()
-    parent, state = {}, {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            parent[int(entry)], state[int(entry)] = int(fields[1]), fields[0]
+    stats = {int(entry): stat for entry in os.listdir("/proc") if entry.isdigit() and (stat := proc_stat(int(entry)))}
     found, frontier = {}, [os.getpid()]
     while frontier:
         pid = frontier.pop()
-        for child in [c for c, p in parent.items() if p == pid]:
-            found[child] = state[child]
+        for child in [c for c, (_, parent) in stats.items() if parent == pid]:
+            found[child] = stats[child][0]
             frontier.append(child)
     return found
+
+
+def proc_stat(pid: int) -> tuple[str, int] | None:
+    """`(state, parent pid)` of process `pid` from /proc (state `Z`: a zombie), or None if there
+    is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return fields[0], int(fields[1])
+
+
+def running(pid: int) -> bool:
+    """Whether process `pid` exists and is not a zombie."""
+    stat = proc_stat(pid)
+    return stat is not None and stat[0] != "Z"
 
 
 def test_a_step_that_raises_on_a_fresh_env_passes_the_probe_and_fails_only_those_worlds(caplog):
@@ -256,15 +265,6 @@ def test_no_async_worker_outlives_a_killed_main_process_not_even_one_in_a_hung_c
     while (alive := [pid for pid in pids if running(pid)]) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not alive, f"workers {alive} outlived the killed main process"
-
-
-def running(pid: int) -> bool:
-    """Whether process `pid` exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def test_async_workers_ignore_sigint_and_sigterm():
