@@ -581,10 +581,13 @@ class WorkerPool(gymnasium.vector.AsyncVectorEnv):
         not answer in time (its env's constructor hangs), raised while building it, or died, is a
         one-line `ValueError` naming it, and every worker is killed."""
         data = (self.observation_mode, self.single_observation_space, self.single_action_space)
-        waiting = {pipe: i for i, pipe in enumerate(self.parent_pipes)}
-        for pipe in waiting:
-            pipe.send(("_check_spaces", data))
-        answers, not_built, raised, died = {}, {}, [], []
+        waiting, answers, not_built, raised, died = {}, {}, {}, [], []
+        for i, pipe in enumerate(self.parent_pipes):
+            try:
+                pipe.send(("_check_spaces", data))
+                waiting[pipe] = i
+            except OSError:  # the worker has ended already (a main script without its main guard: docs/custom_envs.md)
+                died.append(i)
         for i, value, ok in self._receive(waiting, self._build_timeout):
             if ok:
                 answers[i] = value
@@ -601,7 +604,7 @@ class WorkerPool(gymnasium.vector.AsyncVectorEnv):
                 why = f"failed the check of its spaces: {type(err).__name__}: {_one_line(err)}"
             elif world in died:
                 self.processes[world].join(timeout=1.0)
-                why = f"died (exit code {self.processes[world].exitcode}) while building its env"
+                why = f"died (exit code {self.processes[world].exitcode}) while building its env; its stderr says why"
             else:
                 why = f"did not build its env within env.step_timeout_s={self._build_timeout:g} s"
             self.close(terminate=True)

@@ -267,6 +267,27 @@ def test_no_async_worker_outlives_a_killed_main_process_not_even_one_in_a_hung_c
     assert not alive, f"workers {alive} outlived the killed main process"
 
 
+def test_a_script_without_its_main_guard_gets_the_reason_not_a_broken_pipe(tmp_path):
+    """Async workers start from the fork server, which imports the main script as spawn would: a
+    script that builds an async env at import, outside `if __name__ == "__main__":`, starts it
+    again in each worker, where multiprocessing refuses to start processes and says to add the
+    guard. The main process then ends with its own line naming world 0, not a BrokenPipeError."""
+    script = tmp_path / "unguarded.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(ROOT / "tests")!r})
+        from grpo_robot.config import EnvConfig
+        from grpo_robot.gym_vector import GymGroupEnv
+        GymGroupEnv(EnvConfig(task=None, entry_point="toy_envs:PointReach", horizon=10, vector="async"), 2)
+    """))
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+    assert run.returncode == 1
+    assert run.stderr.strip().splitlines()[-1] == ("ValueError: toy_envs:PointReach: world 0's worker died (exit code "
+                                                   "1) while building its env; its stderr says why")  # fmt: skip
+    assert "if __name__ == '__main__':" in run.stderr and "BrokenPipeError" not in run.stderr
+
+
 def test_async_workers_ignore_sigint_and_sigterm():
     before = set(descendants())
     env = GymGroupEnv(toy("PointReach", vector="async"), 2)
