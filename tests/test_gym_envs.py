@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 from cli_harness import run_main
+from test_env_faults import proc_stat
 from test_train import ROOT, run_cli, small_config
 
 from grpo_robot.config import ConfigError, DemoConfig, EnvConfig, env_config, to_train_config
@@ -65,10 +66,7 @@ def test_async_workers_start_from_the_fork_server_after_this_process_stepped_thr
     finally:
         gc.enable()
     try:
-        parents = set()
-        for pid in env.worker_pids():
-            with open(f"/proc/{pid}/stat") as f:
-                parents.add(int(f.read().rsplit(")", 1)[1].split()[1]))
+        parents = {proc_stat(pid)[1] for pid in env.worker_pids()}
         assert start_method() == "forkserver"
         assert parents == {multiprocessing.forkserver._forkserver._forkserver_pid} != {os.getpid()}
         obs = env.reset(group_seeds([3, 4], 2))
