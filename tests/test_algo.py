@@ -297,6 +297,15 @@ def test_wilson_interval_known_values():
         wilson_interval(3, 2)
 
 
+def test_wilson_interval_is_exactly_closed_at_no_and_all_successes():
+    # the formula's bound at 0 (or n) successes rounds to 1e-17 (or 1 - 1e-16) for some n: n = 200
+    # gave an upper bound of 0.9999999999999999 for 200 of 200, and the JSON kept it
+    for n in range(1, 2001):
+        assert wilson_interval(0, n)[0] == 0.0 and wilson_interval(n, n)[1] == 1.0, n
+        low, high = wilson_interval(n, n)
+        assert 0.0 < low < 1.0 and wilson_interval(0, n)[1] == pytest.approx(1.0 - low, abs=1e-12)  # symmetric
+
+
 def test_dr_grpo_and_rloo_advantages_by_hand():
     rewards = torch.tensor([[1.0, 1, 1, 0, 0, 0, 0, 0], [1, 1, 1, 1, 1, 1, 1, 1]])
     dr = ADVANTAGE_ESTIMATORS["dr_grpo"](rewards, 0.0)
