@@ -224,19 +224,25 @@ class DemoDataset:
     def check(self, where: str) -> None:
         """`DatasetError` (a `ValueError`) unless the arrays have the layout of the file format
         (ranks, dtypes, lengths that add up), hold at least one episode, and are finite; a
-        non-finite value is named by array, row and column, episode and step."""
+        non-finite value is named by array, row and column, episode and step. Arrays of numbers
+        saved in another dtype (float64, float16, integers, bools) are taken as the format's
+        own from here on: float32 steps, int64 lengths and seeds, as the policy and the update
+        read them."""
         for name in ARRAYS:
             value = getattr(self, name)
             if not isinstance(value, np.ndarray):
                 raise DatasetError(f"{where}: {name} is a {type(value).__name__}, not an array")
-            kinds = "iu" if name in ("lengths", "seeds") else "fiub"
-            if value.dtype.kind not in kinds:
-                want = "integers" if name in ("lengths", "seeds") else "numbers"
+            counts = name in ("lengths", "seeds")
+            if value.dtype.kind not in ("iu" if counts else "fiub"):
+                want = "integers" if counts else "numbers"
                 raise DatasetError(f"{where}: {name} holds {value.dtype} values, not {want}")
-            rank = 1 if name in ("lengths", "seeds") else 2
+            rank = 1 if counts else 2
             if value.ndim != rank:
                 layout = "[episodes]" if rank == 1 else "[steps, dim]"
                 raise DatasetError(f"{where}: {name} has shape {list(value.shape)}; it must be a {layout} array")
+            if counts and value.dtype.kind == "u" and len(value) and value.max() > np.iinfo(np.int64).max:
+                raise DatasetError(f"{where}: {name} holds {int(value.max())}, past the int64 range")
+            setattr(self, name, value.astype(np.int64 if counts else np.float32, copy=False))
         if self.expert_actions.shape != self.actions.shape:
             raise DatasetError(f"{where}: expert_actions has shape {list(self.expert_actions.shape)}, actions "
                                f"{list(self.actions.shape)}; they must match")  # fmt: skip

@@ -30,7 +30,7 @@ import torch
 from cli_harness import Outcome, run_main
 
 from grpo_robot import checkpoint
-from grpo_robot.bc import behaviour_clone, checkpoint_from_bc, clone
+from grpo_robot.bc import behaviour_clone, checkpoint_from_bc, clone, split_episodes
 from grpo_robot.checkpoint import CheckpointError, NonFiniteError, WriteError
 from grpo_robot.cli import compose_train_config
 from grpo_robot.config import BCConfig, EnvConfig
@@ -516,6 +516,38 @@ def test_bad_demo_file_is_refused_by_the_readers(good, reach_env, name):
 def test_the_good_demo_file_still_loads(good, reach_env):
     data = load_demos(good.demos, *reach_env)
     assert data.n_episodes == 3 and data.env["task"] == "Reach"
+
+
+def test_demo_arrays_saved_in_other_dtypes_are_read_as_the_formats_own(good, reach_env, tmp_path):
+    # float64, float16 or integer observations and bool actions are numbers the format accepts; they
+    # used to reach BC as they were: a float64 or float16 file stopped it with torch's dtype
+    # mismatch, and integer observations had the normalizer cast its statistics to integers
+    cfg = compose_train_config(*TRAIN)
+    with np.load(good.demos) as f:
+        arrays = dict(f)
+    variants = {"float64": dict(obs=arrays["obs"].astype(np.float64), actions=arrays["actions"].astype(np.float64),
+                                lengths=arrays["lengths"].astype(np.uint16), seeds=arrays["seeds"].astype(np.int32)),
+                "float16": dict(obs=arrays["obs"].astype(np.float16)),
+                "int": dict(obs=np.round(arrays["obs"] * 100).astype(np.int64)),
+                "bool": dict(actions=arrays["actions"] > 0, expert_actions=arrays["expert_actions"] > 0)}
+    original = load_demos(good.demos, *reach_env)
+    reference, _ = clone(original, cfg.policy, replace(cfg.bc, max_steps=4, eval_every=2))
+    for name, changed in variants.items():
+        path = tmp_path / f"{name}.npz"
+        np.savez_compressed(path, **{**arrays, **changed})
+        data = load_demos(path, *reach_env)
+        assert [getattr(data, a).dtype for a in ("obs", "actions", "expert_actions", "lengths", "seeds")] == [
+            np.float32, np.float32, np.float32, np.int64, np.int64], name
+        for a in ("obs", "actions", "expert_actions", "lengths", "seeds"):
+            assert np.array_equal(getattr(data, a), {**arrays, **changed}[a].astype(getattr(data, a).dtype)), (name, a)
+        policy, result = clone(data, cfg.policy, replace(cfg.bc, max_steps=4, eval_every=2))
+        assert np.isfinite(result.best_val_score), name
+        train, _ = split_episodes(data.n_episodes, cfg.bc.val_fraction, cfg.bc.seed)
+        norm = policy.obs_norm  # the float statistics of the training split
+        assert np.allclose(norm.mean.numpy(), data.obs[np.isin(data.episode_index(), train)].mean(0), atol=1e-3), name
+        if name == "float64":  # the same float32 values: the same clone, to the bit
+            assert all(torch.equal(a, b) for a, b in zip(policy.state_dict().values(),
+                                                         reference.state_dict().values(), strict=True))
 
 
 def test_behaviour_cloning_refuses_non_finite_labels(good):
