@@ -175,7 +175,8 @@ def pretrain_stage(cfg: TrainConfig, run_dir: Path, demos: DemoDataset | None, d
     else:
         if cfg.env.task:
             data, stats = collect_demos(cfg.env.task, d.episodes, d.noise, d.seed, d.max_attempts,
-                                        nthread=cfg.env.nthread)  # fmt: skip
+                                        nthread=cfg.env.nthread, horizon=cfg.env.horizon,
+                                        outcome=cfg.env.outcome)  # fmt: skip
         else:
             data, stats = collect_expert_demos(cfg.env, d.expert, d.episodes, d.noise, d.seed, d.max_attempts)
         demos_path, collect_stats = data.save(run_dir / "demos.npz"), stats.to_json()

@@ -191,7 +191,8 @@ def _collect_demos(cfg: DictConfig) -> None:
     try:
         if env_cfg.task:
             data, stats = collect_demos(env_cfg.task, d.episodes, d.noise, d.seed, d.max_attempts,
-                                        nthread=cfg.nthread or env_cfg.nthread)  # fmt: skip
+                                        nthread=cfg.nthread or env_cfg.nthread, horizon=env_cfg.horizon,
+                                        outcome=env_cfg.outcome)  # fmt: skip
         else:
             from tqdm import tqdm
 

@@ -298,8 +298,12 @@ def collect_demos(
     max_attempts: int | None = None,
     batch_size: int = 64,
     nthread: int | None = None,
+    horizon: int | None = None,
+    outcome: str = "any_step",
 ) -> tuple[DemoDataset, CollectStats]:
-    """Run the scripted expert until `episodes` successful episodes are kept.
+    """Run the scripted expert until `episodes` successful episodes are kept: episodes of at most
+    `horizon` control steps (None: the task's own), successful as training judges them with
+    `outcome` (`env.outcome`: at any step, which ends the episode, or at the last one).
 
     Episode k starts from `seeding.demo_seeds(seed, k, 1)`; the action noise
     comes from a generator seeded by `seed`, so a call is reproducible. Failed episodes are
@@ -315,7 +319,10 @@ def collect_demos(
     max_attempts = 10 * episodes + 64 if max_attempts is None else max_attempts
     rng = np.random.default_rng([seed, 7])
     batch_size = min(batch_size, max_attempts)
-    env = BatchedEnv(task, batch_size, nthread=nthread)
+    if outcome not in ("any_step", "final_step"):
+        raise ValueError(f"outcome={outcome!r} is invalid: must be any_step or final_step")
+    final_step = outcome == "final_step"
+    env = BatchedEnv(task, batch_size, nthread=nthread, horizon=horizon, terminate_on_success=not final_step)
     kept: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []
     attempted = failed = 0
     while len(kept) < episodes and attempted < max_attempts:
@@ -333,7 +340,7 @@ def collect_demos(
         for w in range(min(batch_size, max_attempts - attempted)):  # in seed order, until enough
             attempted += 1
             failed += int(env.failed[w])
-            if env.terminated[w]:
+            if (env.success[w] and not env.failed[w]) if final_step else env.terminated[w]:
                 steps = int(env.steps[w])
                 kept.append(
                     (
@@ -354,7 +361,8 @@ def collect_demos(
         kept,
         env={"task": task.name, "version": task.version, "obs_dim": task.obs_dim, "action_dim": task.action_dim},
         noise=float(noise),
-        env_config={"task": task.task_id()},
+        env_config={"task": task.task_id(), **({} if horizon is None else {"horizon": int(horizon)}),
+                    **({"outcome": outcome} if final_step else {})},
         source=f"{task.name} scripted expert",
     )
     return data, CollectStats(attempted, len(kept), failed, float(data.lengths.mean()))
@@ -368,22 +376,26 @@ def env_config_of(data: DemoDataset) -> EnvConfig:
 
 
 def replay(data: DemoDataset, task: Task | None = None) -> np.ndarray:
-    """Re-run each episode's executed actions from its seed -> `bool [E]` success at its last step
-    (`ValueError` for episodes with no seed: an env that does not repeat from one cannot replay)."""
+    """Re-run each episode's executed actions from its seed -> `bool [E]` success at its last step,
+    as training judges it with the env config's outcome (`ValueError` for episodes with no seed:
+    an env that does not repeat from one cannot replay)."""
     if (data.seeds < 0).any():
         raise ValueError("the dataset holds episodes without a reset seed (an env that ignores it): no replay")
+    cfg = env_config_of(data)  # its horizon and outcome as collected
     if data.task or task is not None:
-        env = BatchedEnv(make_task(data.task_id) if task is None else task, data.n_episodes, nthread=1)
+        env = BatchedEnv(make_task(data.task_id) if task is None else task, data.n_episodes, nthread=1,
+                         horizon=cfg.horizon, terminate_on_success=cfg.outcome == "any_step")  # fmt: skip
     else:
         from grpo_robot.gym_vector import GymGroupEnv
 
-        env = GymGroupEnv(env_config_of(data), data.n_episodes)
+        env = GymGroupEnv(cfg, data.n_episodes)
     env.reset(data.seeds)
     starts = np.concatenate([[0], np.cumsum(data.lengths)[:-1]])
     for t in range(int(data.lengths.max())):
         rows = np.minimum(starts + t, starts + data.lengths - 1)
         env.step(data.actions[rows])
-    ok = env.terminated & (env.steps == data.lengths)
+    success = env.success if cfg.outcome == "final_step" else env.terminated  # as training judges it
+    ok = success & ~env.failed & (env.steps == data.lengths)
     env.close()
     return ok
 

@@ -118,6 +118,12 @@ def test_expert_demos_keep_successes_map_actions_and_replay(tmp_path):
     assert not replay(back)[back.lengths > 1].any()  # (a goal within reach of the start needs no action)
 
 
+def test_final_step_expert_demos_replay_as_training_judges_them():
+    data, stats = collect_expert_demos(toy("PointReach", horizon=10, outcome="final_step"), "toy_envs:point_expert", 3)
+    assert stats.kept == 3 and (data.lengths == 10).all() and data.env_config["outcome"] == "final_step"
+    assert replay(data).all()  # was all False: replay read the any-step outcome, which final_step never sets
+
+
 def test_expert_objects_with_get_action_are_reset_per_episode():
     import toy_envs
 

@@ -57,6 +57,24 @@ def test_a_replay_with_other_actions_fails():
     assert not replay(data).any()
 
 
+def test_demos_of_a_built_in_task_keep_the_env_configs_horizon_and_outcome():
+    # collected on the config's horizon and outcome, recorded with them, and replayed with them: the
+    # horizon was ignored (Reach's own 50 steps) and a final-step dataset replayed as all failures
+    short, _ = collect_demos("Reach", 4, horizon=30, nthread=1)
+    assert short.env_config == {"task": "Reach-v1", "horizon": 30} and short.lengths.max() <= 30
+    assert replay(short).all()
+    final, _ = collect_demos("Reach", 4, outcome="final_step", nthread=1)
+    assert final.env_config == {"task": "Reach-v1", "outcome": "final_step"}
+    np.testing.assert_array_equal(final.lengths, [50] * 4)  # success does not end the episode: it holds at the end
+    assert replay(final).all()
+    final.actions[-5:] = np.array([1.0, 1.0, 1.0, 0.0], np.float32)  # the last episode leaves the goal at its end
+    np.testing.assert_array_equal(replay(final), [True, True, True, False])
+    with pytest.raises(RuntimeError, match="succeeded in only 0 of 8 episodes"):
+        collect_demos("Reach", 2, horizon=2, nthread=1, max_attempts=8)  # too short to get there
+    with pytest.raises(ValueError, match="outcome='last' is invalid: must be any_step or final_step"):
+        collect_demos("Reach", 2, outcome="last")
+
+
 def test_episode_split_holds_out_whole_episodes():
     train, val = split_episodes(10, 0.2, seed=0)
     assert len(val) == 2 and len(train) == 8 and not set(train) & set(val)
