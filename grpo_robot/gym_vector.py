@@ -190,11 +190,14 @@ def check_spaces(cfg: EnvConfig, env: gymnasium.Env) -> list[str] | None:
 
 def unit_actions(actions: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
     """`[S, D]` actions in an env's Box units -> the project's [-1, 1] per dimension (linear where
-    both bounds are finite, unchanged elsewhere; clipped, as the env would clip them) float32."""
+    both bounds are finite, unchanged elsewhere; clipped, as the env would clip them) float32. A
+    dimension whose bounds are equal holds one value, whatever the policy emits: it maps to 0."""
     a = np.asarray(actions, dtype=np.float64)
     scaled = np.isfinite(low) & np.isfinite(high)
-    lo, span = np.where(scaled, low, -1.0), np.where(scaled, high - low, 2.0)
-    return np.clip(np.where(scaled, 2.0 * (a - lo) / span - 1.0, a), -1.0, 1.0).astype(np.float32)
+    fixed = scaled & (high == low)
+    lo, span = np.where(scaled, low, -1.0), np.where(scaled & ~fixed, high - low, 2.0)
+    unit = np.where(fixed, 0.0, np.where(scaled, 2.0 * (a - lo) / span - 1.0, a))
+    return np.clip(unit, -1.0, 1.0).astype(np.float32)
 
 
 # -- one world ----------------------------------------------------------------------------------
@@ -215,8 +218,11 @@ class OutcomeEnv(gymnasium.Env):
         if cfg.kwargs.get("render_mode") == "rgb_array" and (
             "rgb_array" not in modes or getattr(self.inner, "render_mode", None) != "rgb_array"
         ):
-            raise ValueError(f"{env_source(cfg)} cannot render frames: its render modes are {modes}, "
-                             "and video needs 'rgb_array'")  # fmt: skip
+            mode = getattr(self.inner, "render_mode", None)
+            why = (f"its render modes are {modes}, and video needs 'rgb_array'" if "rgb_array" not in modes else
+                   f"it was built with render_mode='rgb_array' but its render_mode attribute is {mode!r} (a "
+                   "Gymnasium env keeps the render_mode it was given in self.render_mode)")
+            raise ValueError(f"{env_source(cfg)} cannot render frames: {why}")
         self.keys = check_spaces(cfg, self.inner)
         self.horizon = horizon
         self.terminate_on_success = cfg.outcome == "any_step"
@@ -281,8 +287,9 @@ class OutcomeEnv(gymnasium.Env):
         if self._own_generators:  # a copy's generators were the leader's: draw from its own again
             env_state.restore_generators(self.inner, self._own_generators)
             self._own_generators = {}
-        if self.watchdog is not None:
+        if self.watchdog is not None:  # each world's call has the whole limit, not the batch
             self.watchdog.world, self.watchdog.step = self.index, 0
+            self.watchdog.arm("reset")
         try:
             obs, info = self.inner.reset(seed=seed, options=options)
             self.raw_obs, self.raw_info = obs, info
@@ -302,6 +309,7 @@ class OutcomeEnv(gymnasium.Env):
         self._steps += 1
         if self.watchdog is not None:
             self.watchdog.world, self.watchdog.step = self.index, self._steps
+            self.watchdog.arm("step")
         try:
             obs, _, terminated, truncated, info = self.inner.step(self.to_env_action(action))
             self.raw_obs, self.raw_info = obs, info
@@ -414,7 +422,8 @@ class Watchdog:
     deadline, or a whole timeout when nothing is armed (a later `arm`'s deadline cannot come
     sooner), and fires if the call it finds armed is past its deadline. The world in the call is
     `world` (its seed `seeds[world]`), at step `step`: `OutcomeEnv` records both before each call
-    of the env it wraps.
+    of the env it wraps, and arms it again there: the limit holds for each world's call, not for
+    a batch's calls together.
     """
 
     def __init__(self, name: str, timeout_s: float | None, seeds: np.ndarray | None = None) -> None:
@@ -476,10 +485,14 @@ class Watchdog:
 def _worker(index: int, env_fn: Callable[[], gymnasium.Env], pipe: Any, parent_pipe: Any, *rest: Any) -> None:
     """Gymnasium's worker loop, deaf to SIGINT and SIGTERM: a Ctrl-C in the terminal reaches only
     the main process, which shuts its workers down itself. An env that raises while it is built is
-    answered to the first command with `NotBuilt`, and the worker ends."""
+    answered to the first command with `NotBuilt`, and the worker ends. numpy's global generator
+    is seeded afresh from the OS: workers forked from one server would otherwise all hold the
+    server's, and an env drawing from it (one whose reset ignores the seed) would give every world
+    the same draws, every group the same start."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _end_with_parent()
+    np.random.seed()  # (Python's `random` reseeds itself in a forked child)
     try:
         env = env_fn()
     except Exception as err:  # noqa: BLE001  (told to the main process)
@@ -813,7 +826,9 @@ def probe(cfg: EnvConfig, watchdog: Watchdog | None = None) -> tuple[gymnasium.E
     except MissingSuccessKey as err:
         raise ValueError(f"{name}: {err.args[0]}") from None
     except Exception as err:
-        raise ValueError(f"env.success_fn={cfg.success_fn!r} failed: {type(err).__name__}: {err}") from None
+        source = f"env.success_fn={cfg.success_fn!r} failed" if cfg.success_fn else (
+            f"info[{cfg.success_key!r}] (env.success_key) is not a single truth value")
+        raise ValueError(f"{name}: {source}: {type(err).__name__}: {_one_line(err)}") from None
     return inner, int(horizon)
 
 

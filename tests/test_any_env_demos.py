@@ -12,7 +12,7 @@ import pytest
 from grpo_robot.config import AlgoConfig, BCConfig, DemoConfig, EnvConfig, PolicyConfig, TrainConfig
 from grpo_robot.datasets import load_demos
 from grpo_robot.demos import DemoDataset, collect_expert_demos, replay
-from grpo_robot.gym_vector import GymGroupEnv
+from grpo_robot.gym_vector import GymGroupEnv, unit_actions
 from grpo_robot.trainer import Trainer
 
 DATA = Path(__file__).parent / "data"
@@ -49,8 +49,9 @@ def test_clone_group_starts_give_bit_identical_members(cls, vector, method):
             trajectory = np.stack(trajectory)
             for a, b in [(0, 1), (0, 2), (3, 4), (3, 5)]:
                 np.testing.assert_array_equal(trajectory[:, a], trajectory[:, b])
-            if vector == "sync" or cls.startswith("Mujoco"):  # (forked workers share numpy's global generator)
-                assert not np.array_equal(trajectory[0, 0], trajectory[0, 3])  # the groups start apart
+            # the groups start apart: async workers, forked from one server, each seed numpy's global
+            # generator afresh (they used to share the server's, and every group had one start)
+            assert not np.array_equal(trajectory[0, 0], trajectory[0, 3])
         if cls.startswith("Mujoco"):  # a copy draws its next start from its own generator, not the leader's
             assert len(np.unique(env.reset([1, 2, 3, 4, 5, 6])[:, 4:], axis=0)) == 6
             np.testing.assert_array_equal(env.steps[[0, 3]].repeat(3), env.steps)  # and end together
@@ -99,6 +100,13 @@ def test_fetch_push_members_are_copied_through_the_physics_state():
 
 
 # -- demonstrations from an expert -----------------------------------------------------------------
+def test_expert_actions_map_onto_the_unit_box_per_dimension():
+    low, high = np.array([-2.0, 0.5, -np.inf, 3.0]), np.array([2.0, 1.5, np.inf, 3.0])  # the last one fixed
+    actions = np.array([[1.0, 1.25, 7.0, 3.0], [-5.0, 0.5, -0.25, 3.0]])
+    np.testing.assert_array_equal(unit_actions(actions, low, high),  # a fixed dimension was 0 / 0 = nan
+                                  np.array([[0.5, 0.5, 1.0, 0.0], [-1.0, -1.0, -0.25, 0.0]], np.float32))
+
+
 def test_expert_demos_keep_successes_map_actions_and_replay(tmp_path):
     cfg = toy("PointReach")
     data, stats = collect_expert_demos(cfg, "toy_envs:half_expert", 6, noise=0.0, seed=2)

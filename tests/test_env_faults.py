@@ -330,14 +330,19 @@ def test_an_async_step_interrupted_by_ctrl_c_leaves_the_worlds_usable():
 
 def test_a_hung_step_in_sync_ends_the_process_with_one_line(tmp_path):
     script = textwrap.dedent("""
-        import sys, time
+        import dataclasses, sys, time
         import numpy as np
         from grpo_robot.config import EnvConfig
         from grpo_robot.gym_vector import GymGroupEnv
 
-        cfg = EnvConfig(task=None, entry_point="toy_envs:Hangs", horizon=10, step_timeout_s=1.5,
-                        kwargs={"seed": 5, "at": 3, "delay": 0.06})
+        # every call takes 0.4 s, a batch's 1.2 s: the 1 s limit holds for each world's call, not
+        # for the batch (the limit was once armed per batch, and this ended in its first reset)
+        cfg = EnvConfig(task=None, entry_point="toy_envs:Hangs", horizon=1, step_timeout_s=1.0,
+                        kwargs={"seed": 5, "at": 3, "delay": 0.4, "reset_delay": 0.4})
         env = GymGroupEnv(cfg, 3)
+        env.reset([6, 7, 8])
+        env.step(np.zeros((3, 2)))
+        env = GymGroupEnv(dataclasses.replace(cfg, horizon=10, kwargs={"seed": 5, "at": 3, "delay": 0.06}), 3)
         for seeds in ([6, 7, 8], [6, 5, 7]):  # 10 steps of 3 x 0.06 s, then world 1 hangs in step 3
             print("episode", time.monotonic(), flush=True)
             env.reset(seeds)
@@ -353,11 +358,11 @@ def test_a_hung_step_in_sync_ends_the_process_with_one_line(tmp_path):
     assert len(starts) == 2 and "not reached" not in out.stdout  # the first episode, 1.8 s long, ran through
     errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
     assert errors == [
-        "error: toy_envs:Hangs: world 1 (seed 5) did not return from step 3 within env.step_timeout_s=1.5 s; the world "
+        "error: toy_envs:Hangs: world 1 (seed 5) did not return from step 3 within env.step_timeout_s=1 s; the world "
         "hangs (a hung call cannot be interrupted in this process; env.vector=async kills and replaces a hung world "
         "instead)"
     ]
-    assert 1.5 + 0.36 < ended - starts[1] < 6.0  # two steps of 0.18 s, then the timeout (and the exit)
+    assert 1.0 + 0.36 < ended - starts[1] < 6.0  # two steps of 0.18 s, then the timeout (and the exit)
 
 
 def test_every_world_failing_is_one_env_failure():

@@ -183,6 +183,9 @@ def test_registered_id_horizon_and_close_matches():
     [
         (toy("NoSuccessKey"),
          r"env.success_key='is_success' is not in the info it returned, which has keys \['distance'\]"),
+        (toy("ArraySuccess"),  # was blamed on env.success_fn=None
+         r"^toy_envs:ArraySuccess: info\['is_success'\] \(env.success_key\) is not a single truth value: ValueError: "
+         r"The truth value of an array with more than one element is ambiguous"),
         (toy("DiscreteActions"),
          r"its action space Discrete\(4\) is not supported; grpo-robot needs continuous actions in a float "
          "gymnasium.spaces.Box"),

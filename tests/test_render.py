@@ -111,6 +111,13 @@ class AnsiOnly(PointReach):
         self.render_mode = render_mode
 
 
+class ForgetsRenderMode(PointReach):
+    metadata = {"render_modes": ["rgb_array"]}
+
+    def __init__(self, render_mode=None):
+        super().__init__()
+
+
 def test_an_env_that_cannot_render_is_refused_in_one_line():
     cfg = EnvConfig(task=None, entry_point="toy_envs:PointReach", horizon=20, kwargs={"render_mode": "rgb_array"})
     with pytest.raises(ValueError, match=r"^env.entry_point=toy_envs:PointReach cannot render frames: it takes no "
@@ -119,6 +126,12 @@ def test_an_env_that_cannot_render_is_refused_in_one_line():
     cfg = replace(cfg, entry_point="test_render:AnsiOnly")
     with pytest.raises(ValueError, match=r"^env.entry_point=test_render:AnsiOnly cannot render frames: its render "
                                          r"modes are \['ansi'\], and video needs 'rgb_array'$"):
+        GymGroupEnv(cfg, 1)
+    cfg = replace(cfg, entry_point="test_render:ForgetsRenderMode")  # it lists rgb_array but does not keep the mode
+    with pytest.raises(ValueError, match=r"^env.entry_point=test_render:ForgetsRenderMode cannot render frames: "
+                                         r"it was built with render_mode='rgb_array' but its render_mode attribute "
+                                         r"is None \(a Gymnasium env keeps the render_mode it was given in "
+                                         r"self.render_mode\)$"):
         GymGroupEnv(cfg, 1)
 
 

@@ -171,6 +171,14 @@ class NoSuccessKey(PointReach):
         return obs, reward, terminated, truncated, {"distance": float(np.linalg.norm(self.pos - self.goal))}
 
 
+class ArraySuccess(PointReach):
+    """Reports success as an array of two flags, not one truth value."""
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        return obs, reward, terminated, truncated, {"is_success": np.array([info["is_success"], False])}
+
+
 class DiscreteActions(PointReach):
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -246,16 +254,18 @@ def crash_step(seed: int, p: float, horizon: int) -> int | None:
 
 class Hangs(PointReach):
     """Hangs (sleeps for an hour) in `step` number `at` of an episode reset from `seed`, or in that
-    reset with `at=0`; every other call works, each step taking `delay` seconds."""
+    reset with `at=0`; every other call works, each step taking `delay` seconds, each reset
+    `reset_delay`."""
 
-    def __init__(self, seed: int = 5, at: int = 3, delay: float = 0.0, **kwargs):
+    def __init__(self, seed: int = 5, at: int = 3, delay: float = 0.0, reset_delay: float = 0.0, **kwargs):
         super().__init__(**kwargs)
-        self.hang_seed, self.at, self.delay = seed, at, delay
+        self.hang_seed, self.at, self.delay, self.reset_delay = seed, at, delay, reset_delay
 
     def reset(self, *, seed=None, options=None):
         self.seed = seed
         if self.at == 0 and seed == self.hang_seed:
             time.sleep(3600)
+        time.sleep(self.reset_delay)
         return super().reset(seed=seed, options=options)
 
     def step(self, action):
