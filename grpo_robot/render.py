@@ -5,7 +5,8 @@ software, works anywhere) and GLFW (needs a display). Which one is used is fixed
 when `mujoco`, robosuite or PyOpenGL are first imported, and a process cannot switch afterwards.
 So `gl_backend()` tries the candidates in a short child process, once, and exports the first
 that renders a frame as `MUJOCO_GL` (and `PYOPENGL_PLATFORM`) for this process and its children;
-`Renderer` then opens its context on that platform directly, whatever `mujoco` chose at import.
+`Renderer` then opens its context on that platform directly, whatever `mujoco` chose at import,
+and so does `mujoco.Renderer` (a user env's) from then on.
 
 Nothing here runs unless a frame is asked for: training and evaluation without video never touch
 OpenGL.
@@ -88,12 +89,38 @@ def gl_backend() -> str:
             os.environ["MUJOCO_GL"] = backend
             if backend in HEADLESS:
                 os.environ.setdefault("PYOPENGL_PLATFORM", backend)
+                _use_in_mujoco(backend)
             _chosen = backend
             return backend
         tried[backend] = reason
     how = "; ".join(f"MUJOCO_GL={b}: {r}" for b, r in tried.items())
     advice = "unset MUJOCO_GL or set it to egl or osmesa, and " if requested and requested not in HEADLESS else ""
     raise RenderError(f"cannot render frames here ({how}); {advice}{INSTALL_HINT}")
+
+
+def _context_class(backend: str) -> type:
+    if backend == "egl":
+        from mujoco.egl import GLContext
+    elif backend == "osmesa":
+        from mujoco.osmesa import GLContext
+    else:
+        from mujoco.glfw import GLContext
+    return GLContext
+
+
+def _use_in_mujoco(backend: str) -> None:
+    """Have `mujoco.Renderer` open its contexts on `backend` too. It takes them from a class that
+    `mujoco` chose by `MUJOCO_GL` when first imported, before the choice here, so a user's env
+    that renders with it in this process (a sync video world) would go to GLFW, which without a
+    display ends the process (abort) rather than raising."""
+    try:
+        from mujoco.rendering.classic import gl_context
+    except ImportError:  # another layout of mujoco's modules: its renderer keeps its own choice
+        return
+    cls = _context_class(backend)
+    gl_context.GLContext = cls
+    if hasattr(mujoco, "GLContext"):
+        mujoco.GLContext = cls
 
 
 _live: weakref.WeakSet = weakref.WeakSet()  # renderers not closed yet
@@ -111,14 +138,7 @@ def _close_all() -> None:
 def _context(width: int, height: int):
     """An OpenGL context of the chosen platform, made current."""
     global _atexit_registered
-    backend = gl_backend()
-    if backend == "egl":
-        from mujoco.egl import GLContext
-    elif backend == "osmesa":
-        from mujoco.osmesa import GLContext
-    else:
-        from mujoco.glfw import GLContext
-    context = GLContext(width, height)
+    context = _context_class(gl_backend())(width, height)
     context.make_current()
     if not _atexit_registered:
         # after the platform module's own exit handler (which releases the display), so this one

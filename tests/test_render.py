@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from dataclasses import replace
 
 import gymnasium
@@ -38,6 +40,18 @@ def test_an_opengl_platform_renders_here():
     reasons = {backend: render.probe(backend) for backend in render.CANDIDATES}
     assert None in reasons.values(), reasons  # the README's apt-get line provides both
     assert render.gl_backend() in render.CANDIDATES + (os.environ.get("MUJOCO_GL"),)
+
+
+def test_mujocos_own_renderer_takes_the_chosen_platform_after_mujoco_was_imported():
+    # a user's env rendering with mujoco.Renderer in the trainer's process (a sync video world): mujoco
+    # picks its context class by MUJOCO_GL at import, before the choice; unset, that was GLFW, which
+    # without a display aborted the process
+    script = "import mujoco, sys\nfrom grpo_robot import render\nprint(render.gl_backend())\n" + render._PROBE
+    env = {k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "PYOPENGL_PLATFORM", "DISPLAY")}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    backend, mean = out.stdout.split()[-2:]
+    assert backend in render.CANDIDATES and float(mean) > 0
 
 
 @pytest.mark.parametrize("camera", ["front", "top", "wrist"])
