@@ -107,14 +107,15 @@ class Trainer:
         kwargs = policy_kwargs(cfg.policy)
         policy = build_policy(cfg.policy.type, self.env.obs_dim, self.env.action_dim, **kwargs).to(self.device)
         self.pretrained: dict[str, Any] | None = None  # how the initial policy was made: {"source", "eval", ...}
-        if cfg.init_from:
+        # a resumed run takes its weights from its checkpoint: the files it started from need not exist now
+        if cfg.init_from and not cfg.resume:
             self.pretrained = {"source": str(checkpoint.resolve(cfg.init_from))}
             policy.load_state_dict(checkpoint.initial_policy_weights(cfg.init_from, cfg, self.env, self.device))
         self.update_obs_norm = cfg.obs_norm_updates
         if self.update_obs_norm is None:  # a pretrained policy keeps the inputs it was trained on
             self.update_obs_norm = not (cfg.init_from or cfg.pretrain)
         self.demos = None  # a given dataset is checked before any work starts
-        if cfg.pretrain and cfg.demos.path:
+        if cfg.pretrain and cfg.demos.path and not cfg.resume:
             from grpo_robot.datasets import load_demos
 
             self.demos = load_demos(cfg.demos.path, cfg.env, self.env)
@@ -168,6 +169,11 @@ class Trainer:
             ckpt = checkpoint.load(cfg.resume, map_location=self.device, purpose="resume")
             check_same_run(ckpt["config"], cfg, f"resume={cfg.resume}")
             self._restore(ckpt)
+            # its summary speaks for the whole run: its time so far, and where its policy came from (the
+            # pretraining stage does not run again); checkpoints written before either was kept lack them
+            self.seconds_before = float(ckpt.get("seconds") or 0.0)
+            self.pretrained = ckpt.get("initial_policy") or (
+                {"source": str(cfg.init_from)} if cfg.init_from else None)
 
     @property
     def policy(self) -> Policy:
@@ -326,11 +332,12 @@ class Trainer:
             checkpoint.write_text_atomic(self.run_dir / "eval.json", json.dumps(final.to_json(), indent=1))
 
     def summary(self) -> dict[str, Any]:
+        seconds = self.elapsed()
         return {
             "iterations": self.iteration,
             "env_steps": self.env_steps,
-            "seconds": self.elapsed(),  # this process's
-            "seconds_total": self.seconds_before + self.elapsed(),  # with the runs it was resumed from
+            "seconds": seconds,  # this process's
+            "seconds_total": self.seconds_before + seconds,  # with the runs it was resumed from
             "eval": None if self.last_eval is None else self.last_eval.to_json(),
             "best_eval": self.best_eval,
             "run_dir": str(self.run_dir),
@@ -394,6 +401,8 @@ class Trainer:
         return path
 
     def _restore(self, ckpt: dict[str, Any]) -> None:
+        """The training state of `ckpt` (a resumed run's, or this run's last boundary): the time a
+        run has taken is not part of it (`seconds_before` is set where a run resumes)."""
         reference = self.learner.reference
         checkpoint.check_resumable(ckpt, self.policy, reference is not None, self.critic is not None)
         self.policy.load_state_dict(ckpt["policy"]["state_dict"])
@@ -410,10 +419,6 @@ class Trainer:
                 hook.load_state_dict(hook_states[type(hook).__name__])
         self.iteration, self.env_steps = int(ckpt["iteration"]), int(ckpt["env_steps"])
         self.best_eval = float(ckpt["best_eval"])
-        # a resumed run's summary speaks for the whole run: its time so far, and where its policy came
-        # from (the pretraining stage does not run again); checkpoints written before either was kept lack them
-        self.seconds_before = float(ckpt.get("seconds") or 0.0)
-        self.pretrained = ckpt.get("initial_policy") or self.pretrained
 
 
 def _copied(obj: Any) -> Any:

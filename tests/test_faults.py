@@ -211,6 +211,18 @@ def test_resume_keeps_the_run_and_refuses_changes_to_what_is_trained(tmp_path):
         len(list((run_dir / ".hydra").glob("resume-*"))) >= 1  # fmt: skip
 
 
+def test_a_resumed_run_needs_not_the_files_it_started_from(tmp_path):
+    # its weights come from its checkpoint: the clone it was initialized from may be gone (it was read again)
+    clone, run_dir = tmp_path / "clone", tmp_path / "run"
+    assert run_main("train", *TINY, "iterations=1", f"hydra.run.dir={clone}").code == 0
+    assert run_main("train", *TINY, "iterations=1", f"init_from={clone}", f"hydra.run.dir={run_dir}").code == 0
+    (clone / "checkpoints" / "last.pt").rename(tmp_path / "moved.pt")
+    resumed = run_main("train", f"resume={run_dir}", "iterations=2")
+    assert resumed.code == 0, resumed.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["iterations"] == 2 and summary["initial_policy"]["source"] == str(clone / "checkpoints" / "last.pt")
+
+
 class InfiniteLearningRate(Hook):
     """Makes every optimizer step of iterations `first`..`last` (1-based) non-finite."""
 
@@ -245,6 +257,8 @@ def test_non_finite_steps_in_a_row_stop_the_run_with_the_last_good_checkpoint(tm
     summary = Trainer(cfg, tmp_path, hooks=[hook]).run()
     assert summary["stopped"] == "error" and summary["iterations"] == 2
     assert summary["error"].startswith("3 optimizer steps in a row were non-finite") and "\n" not in summary["error"]
+    # rolled back to iteration 2, not to the time it was reached: the run's time was counted twice
+    assert summary["seconds_total"] == summary["seconds"]
     saved = state(tmp_path / "checkpoints" / "last.pt")
     assert saved["iteration"] == 2
     assert all(torch.equal(saved["policy"]["state_dict"][k], hook.weights[2][k]) for k in hook.weights[2])
