@@ -398,7 +398,12 @@ def _run_dir_overrides(cfg: DictConfig, overrides: list[str], multirun: bool) ->
         swept = [o.get_key_element() for o in parsed if o.is_sweep_override()]
         if not str(cfg.hydra.sweep.dir).strip():
             raise rundir.RunDirError("hydra.sweep.dir='' is invalid: must name a directory for the runs")
-        sweep = rundir.claim(cfg.hydra.sweep.dir, unique="hydra.sweep.dir" not in keys)
+        explicit = "hydra.sweep.dir" in keys
+        sweep = rundir.claim(cfg.hydra.sweep.dir, unique=not explicit)
+        held = rundir.runs_under(sweep) if explicit else None
+        if held:  # its jobs' directories would be reused: each job's files overwritten by a new run's
+            raise rundir.RunDirError(f"hydra.sweep.dir={str(sweep)!r} holds runs already ({held}); choose another "
+                                     "directory, or continue each run with resume=<its directory>")  # fmt: skip
         extra = [f"hydra.sweep.dir={_override_value(sweep)}"]
         if "hydra.sweep.subdir" not in keys and set(swept) - {"seed"}:  # one directory per job, named by its values
             groups = set(cfg.hydra.runtime.choices.keys()) if "runtime" in cfg.hydra else set()
@@ -433,11 +438,18 @@ def _resume_run_dir(resume: str) -> Path | None:
 
 
 def _check_train(cfg) -> None:
-    """`validate`, then an `init_from` checkpoint's fit to the config's policy and env (the checks
-    that need no env built), so that neither leaves a run directory behind."""
+    """`validate`, then a `resume` checkpoint's state, or an `init_from` checkpoint's fit to the
+    config's policy and env (the checks that need no env built), so that none leaves a run
+    directory behind."""
+    from grpo_robot import checkpoint
     from grpo_robot.config import validate
 
     validate(cfg)
+    if cfg.resume:
+        try:
+            checkpoint.load(cfg.resume, purpose="resume")
+        except FileNotFoundError as err:
+            raise checkpoint.CheckpointError(f"resume={cfg.resume}: {err}") from None
     if cfg.init_from and not cfg.resume:
         from grpo_robot.checkpoint import check_init_from
 

@@ -492,7 +492,7 @@ def _worker(index: int, env_fn: Callable[[], gymnasium.Env], pipe: Any, parent_p
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _end_with_parent()
-    np.random.seed()  # (Python's `random` reseeds itself in a forked child)
+    np.random.seed()  # noqa: NPY002  (the generator such envs draw from; Python's `random` reseeds itself)
     try:
         env = env_fn()
     except Exception as err:  # noqa: BLE001  (told to the main process)

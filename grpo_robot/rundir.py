@@ -29,17 +29,21 @@ def claim(path: str | Path, unique: bool) -> Path:
     if not str(path).strip():
         raise RunDirError("hydra.run.dir='' is invalid: must name a directory for the run's files")
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not unique:
-        path.mkdir(parents=True, exist_ok=True)
-        return path
-    for n in range(1, 10_000):
-        candidate = path if n == 1 else path.with_name(f"{path.name}-{n}")
-        try:
-            candidate.mkdir()  # atomic: exactly one process creates it
-            return candidate
-        except FileExistsError:
-            continue
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not unique:
+            path.mkdir(parents=True, exist_ok=True)
+            return path
+        for n in range(1, 10_000):
+            candidate = path if n == 1 else path.with_name(f"{path.name}-{n}")
+            try:
+                candidate.mkdir()  # atomic: exactly one process creates it
+                return candidate
+            except FileExistsError:
+                continue
+    except OSError as err:  # a file where a directory goes, no permission, a read-only disk
+        where = f" ({err.filename})" if err.filename and str(err.filename) != str(path) else ""
+        raise RunDirError(f"{str(path)!r} cannot be a run directory: {err.strerror or err}{where}") from None
     raise RunDirError(f"hydra.run.dir={str(path)!r}: 10,000 runs exist with this name; choose another directory")
 
 
@@ -97,6 +101,20 @@ def release(path: str | Path) -> None:
     if fd is not None:
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
+
+
+def runs_under(path: str | Path, depth: int = 2) -> str | None:
+    """What shows that a directory within `depth` levels under `path` holds a run (a multirun's
+    jobs), as `<job dir>/<its checkpoint or summary>` relative to `path`, or None."""
+    path = Path(path)
+    level = [path]
+    for _ in range(depth):
+        level = sorted(p for d in level for p in d.iterdir() if p.is_dir() and not p.name.startswith("."))
+        for job in level:
+            held = holds_run(job)
+            if held:
+                return str(job.relative_to(path) / held)
+    return None
 
 
 def holds_run(path: str | Path) -> str | None:

@@ -193,6 +193,23 @@ def test_a_directory_in_use_finished_or_empty_is_refused_in_one_line(tmp_path):
     empty = run_main("train", *TINY, "iterations=1", "hydra.run.dir=''")
     assert empty.code == 2 and empty.error_lines == [
         "error: hydra.run.dir='' is invalid: must name a directory for the run's files"]  # fmt: skip
+    (tmp_path / "a_file").write_text("")
+    a_file = run_main("train", *TINY, "iterations=1", f"hydra.run.dir={tmp_path / 'a_file'}")
+    assert a_file.code == 2 and a_file.error_lines == [
+        f"error: {str(tmp_path / 'a_file')!r} cannot be a run directory: File exists"]  # fmt: skip
+
+
+def test_a_resume_checkpoint_is_checked_before_any_directory_is_made(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "junk.pt").write_text("junk")
+    (tmp_path / "empty_run").mkdir()
+    for resume, message in [(tmp_path / "junk.pt", "is not a PyTorch checkpoint"),
+                            (tmp_path / "empty_run", "no checkpoint at")]:  # fmt: skip
+        out = run_main("train", f"resume={resume}")
+        assert out.code == 2 and len(out.error_lines) == 1 and message in out.error_lines[0], out.stderr
+    # no run directory was claimed for them: none made under runs/, nothing written into the run's own
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty_run", "junk.pt"]
+    assert list((tmp_path / "empty_run").iterdir()) == []
 
 
 def test_resume_keeps_the_run_and_refuses_changes_to_what_is_trained(tmp_path):

@@ -281,17 +281,9 @@ def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
 
 def test_multirun_over_seeds(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    out = run_main(
-        "train",
-        "-m",
-        "seed=0,1",
-        "iterations=1",
-        "eval_seeds=10",
-        "algo.groups_per_iter=4",
-        "algo.group_size=4",
-        "progress=false",
-        f"hydra.sweep.dir={tmp_path / 'sweep'}",
-    )  # in this process: Hydra's launcher runs the two jobs one after the other here too
+    command = ("train", "-m", "seed=0,1", "iterations=1", "eval_seeds=10", "algo.groups_per_iter=4",
+               "algo.group_size=4", "progress=false", f"hydra.sweep.dir={tmp_path / 'sweep'}")  # fmt: skip
+    out = run_main(*command)  # in this process: Hydra's launcher runs the two jobs one after the other here too
     assert out.code == 0, out.stderr
     weights = []
     for seed in (0, 1):
@@ -299,6 +291,13 @@ def test_multirun_over_seeds(tmp_path, monkeypatch):
         assert ckpt["config"]["seed"] == seed
         weights.append(ckpt["policy"]["state_dict"]["mean_head.0.weight"])
     assert not torch.equal(*weights)
+    # the same sweep directory again: its jobs' runs would be overwritten (they were), so it is refused
+    before = {p: p.stat().st_mtime_ns for p in (tmp_path / "sweep").rglob("*") if p.is_file()}
+    again = run_main(*command[:2], "seed=0,2", *command[3:])
+    assert again.code == 2 and again.error_lines == [
+        f"error: hydra.sweep.dir={str(tmp_path / 'sweep')!r} holds runs already (seed=0/checkpoints/last.pt); "
+        "choose another directory, or continue each run with resume=<its directory>"]  # fmt: skip
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "sweep").rglob("*") if p.is_file()} == before
 
 
 def test_training_stops_at_the_target_success_and_records_when(tmp_path):
