@@ -359,6 +359,7 @@ def _check_resume_state(ckpt: dict[str, Any], policy: Policy, path: str | Path) 
         if value is not None and not (isinstance(value, dict) and all(isinstance(v, torch.Tensor)
                                                                       for v in value.values())):  # fmt: skip
             raise CheckpointError(f"{path}: its {key} is not a state_dict of tensors")
+    _check_run_state(ckpt, path)
     bad = first_non_finite({k: ckpt.get(k) for k in ("optimizer", "reference", "critic")})
     if bad is not None:
         raise CheckpointError(f"{path}: the {bad}")
@@ -367,6 +368,21 @@ def _check_resume_state(ckpt: dict[str, Any], policy: Policy, path: str | Path) 
         if mismatch:
             raise CheckpointError(f"{path}: its reference policy does not fit the policy: {mismatch}")
     _check_optimizer_fits(optimizer, optimizer_order(policy), ckpt.get("critic") is not None, path)
+
+
+def _check_run_state(ckpt: dict[str, Any], path: str | Path) -> None:
+    """The start-replay buffer's and the hooks' states, where the checkpoint holds them (None where
+    it was written without): the layouts `StartReplay.state_dict` and `Trainer.state` write."""
+    replay = ckpt.get("start_replay")
+    if replay is not None:
+        columns = [replay.get(k) for k in ("seeds", "rates", "replays")] if isinstance(replay, dict) else [None]
+        if not (all(isinstance(c, list) for c in columns) and len({len(c) for c in columns}) == 1
+                and all(isinstance(v, numbers.Real) and not isinstance(v, bool) for c in columns for v in c)):
+            raise CheckpointError(f"{path}: its start_replay is not a replay buffer's state (seeds, rates and "
+                                  "replays: lists of numbers, one entry per start)")  # fmt: skip
+    hooks = ckpt.get("hooks")
+    if hooks is not None and not (isinstance(hooks, dict) and all(isinstance(v, dict) for v in hooks.values())):
+        raise CheckpointError(f"{path}: its hooks is not a state per hook (a dict of dicts)")
 
 
 def _one_line(err: BaseException) -> str:

@@ -415,8 +415,14 @@ class Trainer:
             self.sampler.replay.load_state_dict(ckpt.get("start_replay"))
         hook_states = ckpt.get("hooks") or {}  # checkpoints written before hooks kept state hold none
         for hook in self.hooks:
-            if type(hook).__name__ in hook_states:
-                hook.load_state_dict(hook_states[type(hook).__name__])
+            name = type(hook).__name__
+            if name in hook_states:
+                try:
+                    hook.load_state_dict(hook_states[name])
+                except (KeyError, TypeError, ValueError) as err:  # a state of another layout
+                    raise checkpoint.CheckpointError(f"{getattr(ckpt, 'path', 'the checkpoint')}: its state of the "
+                                                     f"{name} hook cannot be restored: {type(err).__name__}: "
+                                                     f"{' '.join(str(err).split())[:200]}") from None  # fmt: skip
         self.iteration, self.env_steps = int(ckpt["iteration"]), int(ckpt["env_steps"])
         self.best_eval = float(ckpt["best_eval"])
 

@@ -203,6 +203,10 @@ CHECKPOINTS = {
                              r"optimizer/state/1/exp_avg holds non-finite values \(the first: nan at index \[0"),
     "optimizer_moment_wrong_shape": (edited("train", _moment(lambda shape: torch.zeros(5))), ("resume",),
                                      r"optimizer's exp_avg for parameter 1 is \[5\], the policy's is \[16, \d+\]"),
+    "start_replay_not_a_buffer": (edited("train", _set(("start_replay",), {"seeds": [5]})), ("resume",),
+                                  r"its start_replay is not a replay buffer's state"),
+    "hooks_not_a_dict": (edited("train", _set(("hooks",), "oops")), ("resume",),
+                         r"its hooks is not a state per hook \(a dict of dicts\)"),
     "bc_checkpoint": (lambda g, p: shutil.copy(g.bc, p), ("resume",),
                       r"is a behaviour-cloning checkpoint \(no optimizer state or iteration count\); start a run "
                       r"from it with init_from=\S+bc_checkpoint\.pt"),
@@ -235,6 +239,7 @@ CLI_GAPS: dict[str, str] = {}
 FAST = {
     ("evaluate", "zero_bytes"), ("evaluate", "pickle_payload"),
     ("resume", "truncated"), ("resume", "bare_tensor"), ("resume", "bc_checkpoint"), ("resume", "no_optimizer"),
+    ("resume", "start_replay_not_a_buffer"),
     ("init_from", "random_bytes"), ("init_from", "pickle_payload"), ("init_from", "nan_weight"),
     ("init_from", "missing_weight"),
     ("pretrain_bc", "zero_bytes"), ("pretrain_bc", "nan_labels"), ("pretrain_bc", "lengths_do_not_add_up"),

@@ -4,6 +4,7 @@ threshold; training draws the easier starts while evaluation keeps the task's ow
 goes on from the difficulty it had reached; settings it cannot apply to are refused before any work."""
 
 import math
+import re
 from dataclasses import replace
 from types import SimpleNamespace
 
@@ -13,6 +14,7 @@ import torch
 from test_train import resume_matches_straight_run, small_config
 
 from grpo_robot.batched import BatchedEnv
+from grpo_robot.checkpoint import CheckpointError
 from grpo_robot.config import AlgoConfig, ConfigError, CurriculumConfig, EnvConfig, validate
 from grpo_robot.envs import make_task
 from grpo_robot.hooks import Hook, IterationRecord, StartCurriculum
@@ -120,6 +122,11 @@ def test_a_resumed_run_goes_on_from_the_difficulty_it_had_reached(tmp_path):
     next(h for h in again.hooks if isinstance(h, StartCurriculum)).on_start(again)
     assert again.sampler.difficulty == 0.75
     again.close()
+    ckpt["hooks"]["StartCurriculum"] = {"level": 0.75}  # a state of another layout: one line naming the file
+    torch.save(ckpt, path)
+    with pytest.raises(CheckpointError, match=rf"^{re.escape(str(path))}: its state of the StartCurriculum hook "
+                                              r"cannot be restored: KeyError: 'difficulty'$"):
+        Trainer(replace(cfg, resume=str(tmp_path / "first")), tmp_path / "fourth")
 
 
 FIELD = r"algo\.curriculum\."
