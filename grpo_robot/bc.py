@@ -29,6 +29,7 @@ from grpo_robot import checkpoint
 from grpo_robot.config import BCConfig, PolicyConfig, TrainConfig, config_dict, policy_kwargs
 from grpo_robot.demos import DemoDataset
 from grpo_robot.policies import Policy, build_policy
+from grpo_robot.update import TrainingDiverged
 
 
 @dataclass
@@ -57,11 +58,18 @@ def split_episodes(n_episodes: int, val_fraction: float, seed: int) -> tuple[np.
     return np.sort(order[n_val:]), np.sort(order[:n_val])
 
 
+class BCDiverged(TrainingDiverged):
+    """Behaviour cloning's loss went non-finite before any finite evaluation; the message is one line."""
+
+
 def behaviour_clone(policy: Policy, data: DemoDataset, cfg: BCConfig, device: torch.device | str = "cpu") -> BCResult:
     """Fit `policy` (in place) to `data`; returns the learning curve and the early-stopping point.
 
     The policy's observation normalizer is set to the training split's statistics first. A dataset
-    with non-finite or inconsistent arrays is refused before any step (`demos.DatasetError`).
+    with non-finite or inconsistent arrays is refused before any step (`demos.DatasetError`). A
+    non-finite training loss ends the fit: the policy keeps the best evaluated weights, and when
+    no evaluation had come out finite yet, `BCDiverged` says so (rather than a "clone" that is its
+    initial weights).
     """
     start = time.perf_counter()
     data.check(data.source or "the demonstrations")  # finite and consistent, before any step (DatasetError)
@@ -103,11 +111,15 @@ def behaviour_clone(policy: Policy, data: DemoDataset, cfg: BCConfig, device: to
     n = len(train_obs)
     order = torch.empty(0, dtype=torch.long, device=device)
     window: list[float] = []
+    diverged = None
     for step in range(1, cfg.max_steps + 1):
         if len(order) < min(cfg.batch_size, n):  # walk through shuffled passes over the data
             order = torch.cat([order, torch.randperm(n, generator=shuffle).to(device)])
         idx, order = order[: cfg.batch_size], order[cfg.batch_size :]
         loss = nll(train_obs[idx], train_raw[idx])
+        if not torch.isfinite(loss):
+            diverged = f"the training loss was {loss.item()} at step {step}"
+            break
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -125,11 +137,17 @@ def behaviour_clone(policy: Policy, data: DemoDataset, cfg: BCConfig, device: to
                 val = result.train_loss[-1]
         result.val_action_mse.append(val)
         result.steps = step
+        if not math.isfinite(val) and result.best_step < 0:
+            diverged = f"the {'validation action MSE' if len(val_obs) else 'training loss'} was {val} at step {step}"
+            break
         if val < result.best_val_score:
             result.best_val_score, result.best_step = val, step
             best_state = copy.deepcopy(policy.state_dict())
         elif step - result.best_step >= cfg.patience * cfg.eval_every:
             break
+    if diverged is not None and result.best_step < 0:
+        raise BCDiverged(f"behaviour cloning diverged: {diverged}, before any finite evaluation; lower bc.lr "
+                         f"(now {cfg.lr:g})")  # fmt: skip
     policy.load_state_dict(best_state)
     result.seconds = time.perf_counter() - start
     return result

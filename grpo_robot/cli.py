@@ -234,7 +234,7 @@ def _pretrain_bc(cfg: DictConfig) -> None:
     from omegaconf import OmegaConf
 
     from grpo_robot import checkpoint
-    from grpo_robot.bc import checkpoint_from_bc, clone
+    from grpo_robot.bc import BCDiverged, checkpoint_from_bc, clone
     from grpo_robot.config import PolicyConfig, TrainConfig, env_config, validate_env
     from grpo_robot.config.validate import validate_pretrain
     from grpo_robot.datasets import load_demos
@@ -262,7 +262,10 @@ def _pretrain_bc(cfg: DictConfig) -> None:
     except (ValueError, FileNotFoundError) as err:
         _fail(str(err))
     device = resolve_device(cfg.device)
-    policy, result = clone(data, policy_cfg, bc_cfg, device)
+    try:
+        policy, result = clone(data, policy_cfg, bc_cfg, device)
+    except BCDiverged as err:
+        _fail(str(err), code=1)
     score = "held-out action MSE" if result.val_episodes else "training loss"  # no episode held out: no MSE
     print(
         f"behaviour cloning on {result.train_episodes} episodes ({result.val_episodes} held out): "

@@ -12,7 +12,7 @@ from test_train import small_config
 from grpo_robot import checkpoint
 from grpo_robot.algo import Layout, clipped_policy_loss
 from grpo_robot.batched import BatchedEnv
-from grpo_robot.bc import behaviour_clone, checkpoint_from_bc, split_episodes
+from grpo_robot.bc import BCDiverged, behaviour_clone, checkpoint_from_bc, clone, split_episodes
 from grpo_robot.config import AlgoConfig, BCConfig, EnvConfig, KLConfig, PolicyConfig, TrainConfig, to_train_config
 from grpo_robot.demos import DemoDataset, collect_demos, replay
 from grpo_robot.environment import make_eval_env
@@ -73,6 +73,28 @@ def test_demos_of_a_built_in_task_keep_the_env_configs_horizon_and_outcome():
         collect_demos("Reach", 2, horizon=2, nthread=1, max_attempts=8)  # too short to get there
     with pytest.raises(ValueError, match="outcome='last' is invalid: must be any_step or final_step"):
         collect_demos("Reach", 2, outcome="last")
+
+
+def test_a_clone_whose_loss_goes_non_finite_keeps_its_best_weights_or_says_it_diverged():
+    data, _ = collect_demos("Reach", 4, nthread=1)
+    policy_cfg, cfg = PolicyConfig(hidden_sizes=[16]), BCConfig(max_steps=50, eval_every=1, val_fraction=0.25)
+    with pytest.raises(BCDiverged, match=r"^behaviour cloning diverged: the training loss was nan at step 2, before "
+                                         r"any finite evaluation; lower bc.lr \(now inf\)$"):
+        clone(data, policy_cfg, replace(cfg, lr=float("inf"), eval_every=5))  # it used to return the initial weights
+    torch.manual_seed(cfg.seed)
+    policy = build_policy("gaussian", data.obs_dim, data.action_dim, hidden_sizes=[16])
+    steps = []
+
+    def poison_after_step_5():
+        steps.append(len(steps) + 1)
+        if len(steps) == 5:
+            with torch.no_grad():
+                policy.mean_head[0].weight.fill_(float("nan"))
+
+    policy.after_step = poison_after_step_5
+    result = behaviour_clone(policy, data, cfg)
+    assert result.best_step == 4 and result.steps == 5 and len(steps) == 5  # step 5's evaluation was nan
+    assert all(torch.isfinite(v).all() for v in policy.state_dict().values())  # the weights of step 4
 
 
 def test_episode_split_holds_out_whole_episodes():
