@@ -200,6 +200,13 @@ def unit_actions(actions: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.n
     return np.clip(unit, -1.0, 1.0).astype(np.float32)
 
 
+def _truth(value: Any, what: str) -> bool:
+    """`value` as a success flag; a NaN (which `bool` takes for True) raises, so the world fails."""
+    if isinstance(value, float | np.floating) and value != value:
+        raise ValueError(f"{what} is nan, not a success flag")
+    return bool(value)
+
+
 # -- one world ----------------------------------------------------------------------------------
 class OutcomeEnv(gymnasium.Env):
     """One world: the user's env with flat float32 observations, actions in [-1, 1], the binary
@@ -268,13 +275,13 @@ class OutcomeEnv(gymnasium.Env):
 
     def is_success(self, obs: Any, info: dict[str, Any]) -> bool:
         if self.success_fn is not None:
-            return bool(self.success_fn(obs, info))
+            return _truth(self.success_fn(obs, info), "env.success_fn's value")
         if self.success_key not in info:
             raise MissingSuccessKey(
                 f"env.success_key={self.success_key!r} is not in the info it returned, which has keys "
                 f"{sorted(info) or 'none'}; set env.success_key to one of them, or env.success_fn=module:func"
             )
-        return bool(info[self.success_key])
+        return _truth(info[self.success_key], f"info[{self.success_key!r}]")
 
     def _info(self, error: str | None = None) -> dict[str, Any]:
         info = {"success": self._success, "ended": self._ended, "steps": self._steps}

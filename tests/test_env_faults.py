@@ -365,6 +365,23 @@ def test_a_hung_step_in_sync_ends_the_process_with_one_line(tmp_path):
     assert 1.0 + 0.36 < ended - starts[1] < 6.0  # two steps of 0.18 s, then the timeout (and the exit)
 
 
+def test_a_nan_success_flag_fails_its_world_instead_of_counting_as_a_success():
+    env = GymGroupEnv(toy("NaNSuccess", kwargs={"at": 3, "tolerance": 0.0}), 4)  # no real success
+    try:
+        env.reset([2, 3, 4, 5])
+        for _ in range(3):
+            env.step(np.zeros((4, 2)))
+        # bool(nan) is True: the even-seeded worlds' nan flags would have been successes
+        np.testing.assert_array_equal(env.failed, [True, False, True, False])
+        assert not env.terminated.any() and (env.steps == 3).all() and not env.done[[1, 3]].any()
+    finally:
+        env.close()
+    with pytest.raises(ValueError, match=r"^toy_envs:NaNSuccess: info\['is_success'\] \(env.success_key\) is not a "
+                                         r"single truth value: ValueError: info\['is_success'\] is nan, not a success "
+                                         r"flag$"):  # the probe's step, from seed 0
+        GymGroupEnv(toy("NaNSuccess", kwargs={"at": 1}), 2)
+
+
 def test_every_world_failing_is_one_env_failure():
     env = GymGroupEnv(toy("NaNFrom", kwargs={"at": 1}), 4)
     try:

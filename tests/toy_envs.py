@@ -179,6 +179,23 @@ class ArraySuccess(PointReach):
         return obs, reward, terminated, truncated, {"is_success": np.array([info["is_success"], False])}
 
 
+class NaNSuccess(PointReach):
+    """Reports success as nan from step `at` on, in the worlds reset from an even seed."""
+
+    def __init__(self, at: int = 3, **kwargs):
+        super().__init__(**kwargs)
+        self.at = at
+
+    def reset(self, *, seed=None, options=None):
+        self.even = seed is not None and seed % 2 == 0
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        return obs, reward, terminated, truncated, {"is_success": float("nan") if self.even and self.t >= self.at
+                                                    else info["is_success"]}  # fmt: skip
+
+
 class DiscreteActions(PointReach):
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
