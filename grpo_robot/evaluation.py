@@ -58,11 +58,13 @@ def evaluate(
     was_training = policy.training
     policy.eval()
     success, steps = [], []
-    for start in range(0, len(seeds), n_worlds):
-        chunk = seeds[start : start + n_worlds]
-        padded = np.concatenate([chunk, np.repeat(chunk[-1:], n_worlds - len(chunk))])
-        batch = collect(env, policy, padded, device, generator, deterministic, final_step_outcome)
-        success.append(batch.success.bool().cpu().numpy()[: len(chunk)])
-        steps.append(batch.mask.sum(0).cpu().numpy()[: len(chunk)])
-    policy.train(was_training)
+    try:
+        for start in range(0, len(seeds), n_worlds):
+            chunk = seeds[start : start + n_worlds]
+            padded = np.concatenate([chunk, np.repeat(chunk[-1:], n_worlds - len(chunk))])
+            batch = collect(env, policy, padded, device, generator, deterministic, final_step_outcome)
+            success.append(batch.success.bool().cpu().numpy()[: len(chunk)])
+            steps.append(batch.mask.sum(0).cpu().numpy()[: len(chunk)])
+    finally:  # an env failure or a signal mid-evaluation leaves the policy as it found it
+        policy.train(was_training)
     return EvalResult(seeds, np.concatenate(success), np.concatenate(steps))
