@@ -580,6 +580,21 @@ class Lost:
     why: str
 
 
+class _BuiltOnce:
+    """An env factory whose first call in this process returns an env built already; a worker
+    (which receives it pickled, without that env) builds its own."""
+
+    def __init__(self, built: gymnasium.Env, factory: Callable[[], gymnasium.Env]) -> None:
+        self.built, self.factory = built, factory
+
+    def __call__(self) -> gymnasium.Env:
+        built, self.built = self.built, None
+        return built if built is not None else self.factory()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"built": None, "factory": self.factory}
+
+
 class WorkerPool(gymnasium.vector.AsyncVectorEnv):
     """`AsyncVectorEnv` whose calls are bounded in time: `exchange` sends each world its own
     message and waits at most `timeout` seconds; a worker that does not answer in time is killed
@@ -588,11 +603,21 @@ class WorkerPool(gymnasium.vector.AsyncVectorEnv):
     that do not end by themselves, and leaves no process behind."""
 
     def __init__(self, env_fns: Sequence[Callable[[], gymnasium.Env]], context: str | None = None,
-                 name: str = "env", build_timeout: float | None = None) -> None:  # fmt: skip
+                 name: str = "env", build_timeout: float | None = None,
+                 built: gymnasium.Env | None = None) -> None:  # fmt: skip
+        """`built`: an env as `env_fns[0]` makes it, already built in this process (the probe's),
+        which Gymnasium then reads its spaces from (and closes) rather than building one more here."""
         self._unread: set[int] = set()  # worlds whose answer to an interrupted exchange is still to come
         self._name, self._build_timeout = name, build_timeout
-        super().__init__(env_fns, shared_memory=False, autoreset_mode="Disabled", worker=_worker, daemon=True,
-                         context=context)  # fmt: skip
+        fns = list(env_fns)
+        if built is not None and fns:
+            fns[0] = _BuiltOnce(built, fns[0])
+        try:
+            super().__init__(fns, shared_memory=False, autoreset_mode="Disabled", worker=_worker, daemon=True,
+                             context=context)  # fmt: skip
+        finally:
+            if built is not None and fns and fns[0].built is not None:  # not taken: closed here, as it would be
+                fns[0].built.close()
         _POOLS.add(self)
 
     def _check_spaces(self) -> None:
@@ -865,11 +890,10 @@ class GymGroupEnv:
                 for i, world in enumerate(self.vec.envs):
                     world.index, world.watchdog = i, self._watch
             else:
-                first.close()
                 self._watch.close()  # the probe's: the pool bounds its own calls (`exchange`)
                 context = start_method(render=bool(cfg.kwargs.get("render_mode")))
                 self.vec = WorkerPool([functools.partial(_make_world, cfg, self.horizon)] * B, context, self.name,
-                                      self.timeout)  # fmt: skip
+                                      self.timeout, built=first)  # fmt: skip
             self._setup(cfg)
         except BaseException:
             self.close()

@@ -75,6 +75,22 @@ def test_async_workers_start_from_the_fork_server_after_this_process_stepped_thr
         env.close()
 
 
+def test_async_worlds_are_built_in_their_workers_and_once_here():
+    # this process builds one env, the probe's, which Gymnasium then reads the spaces from and closes;
+    # it used to build a second one for that (a robosuite Lift world: about 0.24 s, after the first)
+    import toy_envs
+
+    toy_envs.CountsBuilds.built.clear()
+    env = GymGroupEnv(toy("CountsBuilds", vector="async"), 3)
+    try:
+        assert len(toy_envs.CountsBuilds.built) == 1 and toy_envs.CountsBuilds.built[0].closed
+        assert len(set(env.worker_pids())) == 3
+        obs = env.reset(np.array([1, 1, 2]))
+        assert (obs[0] == obs[1]).all() and (obs[0] != obs[2]).any()
+    finally:
+        env.close()
+
+
 def test_actions_are_mapped_onto_the_box_and_success_ends_the_episode():
     env = GymGroupEnv(toy(), 4)
     obs = env.reset(np.array([10, 11, 12, 13]))

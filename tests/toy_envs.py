@@ -179,6 +179,20 @@ class ArraySuccess(PointReach):
         return obs, reward, terminated, truncated, {"is_success": np.array([info["is_success"], False])}
 
 
+class CountsBuilds(PointReach):
+    """Keeps every instance built in this process (`built`), and whether it was closed."""
+
+    built: list = []
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.closed = False
+        CountsBuilds.built.append(self)
+
+    def close(self):
+        self.closed = True
+
+
 class NaNSuccess(PointReach):
     """Reports success as nan from step `at` on, in the worlds reset from an even seed."""
 
