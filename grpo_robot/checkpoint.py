@@ -371,8 +371,9 @@ def _check_resume_state(ckpt: dict[str, Any], policy: Policy, path: str | Path) 
 
 
 def _check_run_state(ckpt: dict[str, Any], path: str | Path) -> None:
-    """The start-replay buffer's and the hooks' states, where the checkpoint holds them (None where
-    it was written without): the layouts `StartReplay.state_dict` and `Trainer.state` write."""
+    """The start-replay buffer's and the hooks' states and the target's record, where the checkpoint
+    holds them (None where it was written without): the layouts `StartReplay.state_dict` and
+    `Trainer.state` write."""
     replay = ckpt.get("start_replay")
     if replay is not None:
         columns = [replay.get(k) for k in ("seeds", "rates", "replays")] if isinstance(replay, dict) else [None]
@@ -383,6 +384,9 @@ def _check_run_state(ckpt: dict[str, Any], path: str | Path) -> None:
     hooks = ckpt.get("hooks")
     if hooks is not None and not (isinstance(hooks, dict) and all(isinstance(v, dict) for v in hooks.values())):
         raise CheckpointError(f"{path}: its hooks is not a state per hook (a dict of dicts)")
+    target = ckpt.get("target")
+    if target is not None and not (isinstance(target, dict) and isinstance(target.get("reached", False), bool)):
+        raise CheckpointError(f"{path}: its target is not a record of the target success (a dict with 'reached')")
 
 
 def _one_line(err: BaseException) -> str:

@@ -65,6 +65,12 @@ def _train(cfg: DictConfig) -> float | None:
                     f"({limit}); nothing to do. To train longer, resume with a larger {limit.split('=')[0]}=..."
                 )
                 return None
+            target = ckpt.get("target") or {}
+            if target.get("reached") and target.get("target") == train_cfg.target_success:
+                print(f"{train_cfg.resume} finished already: it reached target_success={target['target']:g} at "
+                      f"iteration {target.get('iteration')} ({target.get('success', 0):.1%} on held-out seeds); "
+                      "nothing to do. To train on, resume with a higher target_success=... or target_success=null")
+                return None
         trainer = Trainer(train_cfg, run_dir)
     except (ValueError, FileNotFoundError) as err:  # ConfigError, or an init_from/demos that does not fit
         _fail(str(err))

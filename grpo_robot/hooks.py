@@ -119,6 +119,8 @@ class Evaluation(Hook):
             trainer.log(eval_scalars(initial), 0)
         if trainer.iteration == 0 and trainer.last_eval is not None and self._reached(trainer, trainer.last_eval):
             trainer.stop = True  # the start already meets the target
+        elif self.target is not None and trainer.target.get("reached"):
+            trainer.stop = True  # a resumed run that had reached it: nothing to train
 
     def after_iteration(self, trainer: Trainer, record: IterationRecord) -> None:
         if not record.final:

@@ -174,6 +174,9 @@ class Trainer:
             self.seconds_before = float(ckpt.get("seconds") or 0.0)
             self.pretrained = ckpt.get("initial_policy") or (
                 {"source": str(cfg.init_from)} if cfg.init_from else None)
+            reached = ckpt.get("target") or {}  # a target reached before is not reached again (nor its record lost)
+            if reached.get("reached") and reached.get("target") == cfg.target_success:
+                self.target = dict(reached)
 
     @property
     def policy(self) -> Policy:
@@ -390,6 +393,7 @@ class Trainer:
             "seconds": self.seconds_before + self.elapsed(),
             "initial_policy": self.pretrained,
             "hooks": {type(hook).__name__: state for hook in self.hooks if (state := hook.state_dict()) is not None},
+            "target": dict(self.target),
         }
 
     def checkpoint_path(self, name: str = "last") -> Path:

@@ -224,6 +224,13 @@ def test_resume_keeps_the_run_and_refuses_changes_to_what_is_trained(tmp_path):
     assert longer.code == 0, longer.stderr
     assert state(run_dir / "checkpoints" / "last.pt")["iteration"] == 3
     assert json.loads((run_dir / "summary.json").read_text())["iterations"] == 3
+    ckpt = state(run_dir / "checkpoints" / "last.pt")  # as if iteration 3 had reached a target of 0.5
+    ckpt["target"] = {"target": 0.5, "reached": True, "iteration": 3, "env_steps": 1, "success": 0.625}
+    torch.save(ckpt, run_dir / "checkpoints" / "last.pt")
+    reached = run_main("train", f"resume={run_dir}", "iterations=5", "target_success=0.5")
+    assert reached.code == 0 and ("finished already: it reached target_success=0.5 at iteration 3 (62.5% on "
+                                  "held-out seeds); nothing to do") in reached.stdout, reached.stdout  # fmt: skip
+    assert state(run_dir / "checkpoints" / "last.pt")["iteration"] == 3
     assert [p.name for p in (run_dir / ".hydra").glob("resume-*")] == ["resume-1", "resume-2", "resume-3"] or \
         len(list((run_dir / ".hydra").glob("resume-*"))) >= 1  # fmt: skip
 

@@ -309,6 +309,15 @@ def test_training_stops_at_the_target_success_and_records_when(tmp_path):
     assert target["env_steps"] == summary["env_steps"]
     assert 0 < target["train_seconds"] == pytest.approx(target["seconds"] - summary["eval_seconds"])
     assert torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=True)["iteration"] == target["iteration"]
+    # resumed, it has nothing to do and keeps its record: it used to train on to its 60 iterations and
+    # then report the target as never reached
+    again = Trainer(replace(cfg, resume=str(tmp_path)), tmp_path / "again")
+    resumed = again.run()
+    assert resumed["iterations"] == target["iteration"] and resumed["stopped"] == "target_success"
+    assert resumed["target"] == target
+    higher = Trainer(replace(cfg, resume=str(tmp_path), target_success=0.99, iterations=target["iteration"] + 1),
+                     tmp_path / "higher").run()  # fmt: skip
+    assert higher["iterations"] == target["iteration"] + 1 and higher["target"] == {"target": 0.99, "reached": False}
 
 
 def test_evaluations_below_the_training_success_gate_are_skipped_and_training_is_unchanged(tmp_path):

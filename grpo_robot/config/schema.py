@@ -366,7 +366,7 @@ class TrainConfig:
     device: str = "auto"  # auto (CUDA when present) | cpu | cuda | cuda:N
     iterations: int = 100
     max_env_steps: int | None = None  # stop once this many env steps were simulated (fair budgets)
-    time_limit_min: float | None = None  # stop training early after this many minutes
+    time_limit_min: float | None = None  # stop training early after this many minutes (this process's: resumed, anew)
     eval_every: int = 25  # iterations between evaluations (and at the end)
     # skip a due evaluation while that iteration's training success is below this (the final one
     # always runs); training is the same either way, only evaluation time is saved; null = never skip
