@@ -87,25 +87,43 @@ os.umask(_UMASK)  # read once at import (reading it means setting it)
 @contextmanager
 def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
     """A binary file to write `path` through: a temporary file in the same folder, fsynced and
-    renamed over `path` when the block ends without error, removed when it raises. An `OSError`
-    becomes a `WriteError` (one line; the previous file at `path` is intact)."""
+    renamed over `path` when the block ends without error (the folder fsynced after, so that the
+    rename itself outlives a power cut), removed when it raises. An `OSError` becomes a
+    `WriteError` (one line; the previous file at `path` is intact)."""
     path = Path(path)
     tmp: str | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        os.fchmod(fd, 0o666 & ~_UMASK)  # the mode open() would give, not mkstemp's private 0600
-        with os.fdopen(fd, "wb") as f:
+        with os.fdopen(fd, "wb") as f:  # closes the descriptor whatever fails below
+            os.fchmod(f.fileno(), 0o666 & ~_UMASK)  # the mode open() would give, not mkstemp's private 0600
             yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+        tmp = None
+        _fsync_folder(path.parent)
     except BaseException as err:
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)
         if isinstance(err, OSError) and not isinstance(err, WriteError):
             raise WriteError(path, err) from None
         raise
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make a rename in `folder` durable; where a folder cannot be opened or synced (some
+    platforms and file systems), the rename stands as the OS keeps it."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def write_bytes_atomic(path: str | Path, data: bytes | memoryview) -> None:
