@@ -167,20 +167,23 @@ register_kl = _registrar(KL_ESTIMATORS)
 @register_kl("k1")
 def kl_k1(logp: torch.Tensor, logp_ref: torch.Tensor) -> torch.Tensor:
     """log(pi / pi_ref): unbiased for KL(pi || pi_ref) under samples of pi, but each sample can
-    be negative and the variance is high."""
+    be negative and the variance is high. As a loss on pi's samples its expected gradient is zero
+    (E_pi[grad log pi] = 0): it reports the KL but does not pull toward the reference."""
     return logp - logp_ref
 
 
 @register_kl("k2")
 def kl_k2(logp: torch.Tensor, logp_ref: torch.Tensor) -> torch.Tensor:
-    """(log(pi / pi_ref))^2 / 2: non-negative, low variance, biased (exact to second order)."""
+    """(log(pi / pi_ref))^2 / 2: non-negative, low variance, biased (exact to second order). As
+    a loss on pi's samples its expected gradient is that of KL(pi || pi_ref)."""
     return 0.5 * (logp - logp_ref) ** 2
 
 
 @register_kl("k3")
 def kl_k3(logp: torch.Tensor, logp_ref: torch.Tensor) -> torch.Tensor:
     """Per-step estimate of KL(pi || pi_ref) from samples of pi: r - log r - 1 with
-    r = pi_ref/pi. Non-negative, unbiased, zero where the two policies agree."""
+    r = pi_ref/pi. Non-negative, unbiased, zero where the two policies agree. As a loss on pi's
+    samples its expected gradient is that of the reverse KL(pi_ref || pi), as in DeepSeekMath's GRPO."""
     log_ratio = logp_ref - logp
     return torch.exp(log_ratio) - log_ratio - 1.0
 
@@ -297,8 +300,9 @@ def sequence_ratio(logp, logp_old, logp_ref, entropy, advantages, layout: Layout
 
 def gradient_steps(advantages: torch.Tensor, every_step: bool) -> torch.Tensor:
     """`[S]` bool, the steps a minibatch must score. A zero-advantage step adds nothing to the
-    clipped surrogate's gradient, so it is left out unless `every_step` (a KL or entropy term,
-    or a value loss, needs it); every aggregation keeps its full denominator either way."""
+    clipped surrogate's gradient, so it is left out unless `every_step` (a KL or entropy term, a
+    value loss, or advantages standardized per minibatch need it); every aggregation keeps its full
+    denominator either way."""
     return torch.ones_like(advantages, dtype=torch.bool) if every_step else advantages != 0
 
 

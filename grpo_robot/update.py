@@ -4,6 +4,7 @@ on each (grpo_robot/algo.py), plus the loss of a critic when the advantages come
 from __future__ import annotations
 
 import copy
+import logging
 import math
 from collections.abc import Sequence
 from typing import Protocol
@@ -17,6 +18,8 @@ from grpo_robot.config import AlgoConfig
 from grpo_robot.policies import Policy
 from grpo_robot.rollout import Batch
 from grpo_robot.seeding import STREAM_SHUFFLE, stream_seed
+
+log = logging.getLogger(__name__)
 
 ADAPT_FACTOR = 1.5  # algo.lr_schedule=adaptive: the step by which the learning rate moves after an update
 
@@ -91,6 +94,11 @@ class Learner:
         self.policy_loss = POLICY_LOSSES[cfg.policy_loss]
         self.skipped_in_a_row = 0  # non-finite optimizer steps since the last good one
         self.lr = cfg.lr  # the learning rate of the last update
+        if cfg.kl.beta > 0 and cfg.kl.estimator == "k1":
+            log.warning("algo.kl.estimator=k1 with algo.kl.beta=%g: as a loss on the rollout's samples its expected "
+                        "gradient is zero, so the penalty reports the KL but does not pull toward the reference; "
+                        "k2 follows KL(pi || pi_ref), k3 (the default) KL(pi_ref || pi) (docs/algorithms.md)",
+                        cfg.kl.beta)  # fmt: skip
         self.set_policy(policy)
 
     def set_policy(self, policy: Policy) -> None:
@@ -167,7 +175,9 @@ class Learner:
         # pass (`idle` below): the same loss and gradient, for the steps that move the policy only.
         free_entropy = (cfg.entropy_coef > 0 and not (every_step or cfg.normalize_advantages or cfg.forward_every_step)
                         and policy.state_free_entropy(0) is not None)  # fmt: skip
-        keep = gradient_steps(advantages, every_step or (cfg.entropy_coef > 0 and not free_entropy))
+        # per-minibatch standardization counts every step: it gives a zero advantage a weight
+        keep = gradient_steps(advantages, every_step or cfg.normalize_advantages
+                              or (cfg.entropy_coef > 0 and not free_entropy))  # fmt: skip
         logp_ref = None
         if self.reference is not None:
             with torch.no_grad():

@@ -340,6 +340,32 @@ def test_kl_estimators_by_hand():
     assert KL_ESTIMATORS["k3"](logp, logp_ref).tolist() == pytest.approx([math.e - 2, 0.0])
 
 
+def test_what_each_kl_estimator_pulls_the_policy_toward_as_a_loss():
+    """As the penalty's loss on samples of pi (the rollout policy, no importance weight), the exact
+    expected gradient on a 6-way categorical: k2's is that of KL(pi || pi_ref), k3's that of
+    KL(pi_ref || pi) (as in DeepSeekMath's GRPO), k1's is zero (docs/algorithms.md)."""
+    torch.manual_seed(1)
+    theta, log_ref = torch.randn(6, requires_grad=True), torch.log_softmax(torch.randn(6), 0)
+
+    def grad(loss) -> torch.Tensor:
+        theta.grad = None
+        loss().backward()
+        return theta.grad.clone()
+
+    def logp() -> torch.Tensor:
+        return torch.log_softmax(theta, 0)
+
+    def expected(name: str) -> torch.Tensor:  # E over pi's samples, pi's weights held fixed
+        return grad(lambda: (logp().exp().detach() * KL_ESTIMATORS[name](logp(), log_ref)).sum())
+
+    forward = grad(lambda: (logp().exp() * (logp() - log_ref)).sum())  # d KL(pi || pi_ref)
+    reverse = grad(lambda: (log_ref.exp() * (log_ref - logp())).sum())  # d KL(pi_ref || pi)
+    assert forward.abs().max() > 0.1 and (forward - reverse).abs().max() > 0.05
+    assert torch.allclose(expected("k2"), forward, atol=1e-6)
+    assert torch.allclose(expected("k3"), reverse, atol=1e-6)
+    assert expected("k1").abs().max() < 1e-6
+
+
 def test_aggregations_by_hand():
     values = torch.tensor([1.0, 3.0, 10.0, 4.0, 4.0, 4.0])
     traj = torch.tensor([0, 0, 1, 2, 2, 2])

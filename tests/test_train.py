@@ -532,6 +532,19 @@ def test_zero_advantage_steps_score_their_entropy_bonus_without_a_forward_pass(r
     assert idle_m["approx_kl"] != full_m["approx_kl"]
 
 
+def test_advantages_standardized_per_minibatch_count_the_zero_advantage_steps():
+    """`algo.normalize_advantages`: the minibatch's mean and std are over all its steps, so a
+    zero-advantage step gets a weight and is scored, as with every step sent through the network.
+    They were left out without an entropy bonus or a KL term (over the moved steps only): a bonus of
+    1e-12 changed the update by about half."""
+    batch, policy = _four_groups([1, 0, 0, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 1, 0, 0])  # groups 2 and 3 unmixed
+    runs = _update_twice(batch, policy, normalize_advantages=True)
+    (full_w, _, _), (skip_w, _, _) = runs[True], runs[False]
+    assert all(torch.equal(full_w[key], skip_w[key]) for key in full_w)
+    bonus, _, _ = _update_twice(batch, policy, normalize_advantages=True, entropy_coef=1e-12)[False]
+    assert all(torch.allclose(bonus[key], skip_w[key], rtol=0, atol=1e-7) for key in full_w)
+
+
 def test_an_update_with_no_mixed_group_moves_only_the_std_as_the_full_pass_does():
     """Every group failed: the entropy bonus is the whole loss. Without any forward pass the network
     gets the zero gradient the full pass gives it (so Adam's step count and moments are the same),
