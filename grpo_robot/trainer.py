@@ -158,6 +158,7 @@ class Trainer:
         self.stop = False  # a hook's request to end the run before the next iteration
         self.stopped: str | None = None  # why the run ended (summary.json's "stopped")
         self.error: str | None = None  # the one-line error that ended it, if one did
+        self.diverged = False  # that error was the training's divergence (non-finite steps, or BC's loss)
         self.signal: str | None = None  # the signal that ended it, if one did
         self.guard: SignalGuard | None = None  # while run() runs
         self._boundary: dict[str, Any] | None = None  # state() after the last completed iteration, copied
@@ -251,6 +252,7 @@ class Trainer:
                 except RUN_ERRORS as err:
                     self.guard.stopping()
                     self.stopped, self.error = "error", str(err)
+                    self.diverged = isinstance(err, TrainingDiverged)  # the settings' doing, not the machine's
                     self._roll_back()
                 if self.stopped == "signal":
                     self.signal = self.guard.name
@@ -348,6 +350,7 @@ class Trainer:
             "target": self.target,
             "stopped": self.stopped,
             "error": self.error,
+            "diverged": self.diverged,  # the error was the training's own divergence (TrainingDiverged)
             "signal": self.signal,
             "eval_seconds": self.eval_seconds,
             "machine": machine.describe(),

@@ -181,6 +181,13 @@ def test_a_seconds_search_scores_wall_clock_without_evaluations_and_budgets_by_t
             "         algo.desired_kl: {low: -0.01, high: 0.1, when: {algo.lr_schedule: adaptive}}}\n",
             "desired_kl=-0.01",
         ),
+        # these were tracebacks: YAML's own error, an AttributeError, a TypeError; two equal seeds shared a run
+        ("params: {algo.lr: {low: 1.0e-4, high: 1.0e-3}\n", r"not valid YAML \(line 2, column 1\)"),
+        ("- algo.lr\n", r"a search space is a mapping of keys \(.*\), got a list"),
+        ("params: [algo.lr]\n", r"params must map each searched key to its range or choices, got a list"),
+        ("seeds: 3\nparams: {algo.lr: {low: 1.0e-4, high: 1.0e-3}}\n", r"seeds must be a non-empty list of "
+         r"distinct integers >= 0 \(each a run of its own\), got 3"),
+        ("seeds: [0, 0]\nparams: {algo.lr: {low: 1.0e-4, high: 1.0e-3}}\n", r"got \[0, 0\]"),
     ],
 )
 def test_a_bad_search_space_is_one_line_before_any_work(tmp_path, text, message):
@@ -277,13 +284,58 @@ def test_a_run_ended_by_a_signal_is_not_scored_and_stops_the_search(tmp_path, mo
         return {**summary, "stopped": "signal"}
 
     monkeypatch.setattr(Trainer, "run", interrupted)
-    code, _, stderr = run_cli(str(space_file), "--out", str(tmp_path / "study"), "--trials", "1")
+    enqueue = ("--enqueue", "algo.lr=0.002", "algo.epochs=2", "policy.init_std=1.0")
+    code, _, stderr = run_cli(str(space_file), "--out", str(tmp_path / "study"), "--trials", "1", *enqueue)
     assert code == 1 and "the search stopped" in stderr and "ended by signal" in stderr
-    assert len([line for line in stderr.splitlines() if line.startswith("error")]) == 1
+    assert [line for line in stderr.splitlines() if line.strip()] == [stderr.strip()]  # Optuna's warning came first
     assert not (tmp_path / "study" / "runs.jsonl").exists()
     monkeypatch.setattr(Trainer, "run", run)
-    code, stdout, _ = run_cli(str(space_file), "--out", str(tmp_path / "study"), "--trials", "1")
+    code, stdout, _ = run_cli(str(space_file), "--out", str(tmp_path / "study"), "--trials", "1", *enqueue)
     assert code == 0 and "| 0 | fail | - |" in stdout and "| 1 | complete |" in stdout
+    # the interrupted trial's enqueued values run again (a failed trial with them used to count as run)
+    (again,) = [json.loads(line)["params"] for line in (tmp_path / "study" / "runs.jsonl").read_text().splitlines()[:1]]
+    assert again == {"algo.lr": 0.002, "algo.epochs": 2, "policy.init_std": 1.0}
+
+
+def test_a_diverged_run_is_a_censored_result_and_the_search_goes_on(tmp_path, monkeypatch):
+    """A run that diverges (non-finite steps in a row) says something of its settings: it costs
+    what a run that never reached the target costs, and the search draws on."""
+    from grpo_robot.trainer import Trainer
+
+    space_file = tmp_path / "space.yaml"
+    space_file.write_text(TINY.replace("seeds: [0, 1]", "seeds: [0]"))
+    run, calls = Trainer.run, []
+
+    def diverges_first(self):
+        summary = run(self)
+        calls.append(1)
+        if len(calls) > 1:
+            return summary
+        return {**summary, "stopped": "error", "error": "3 optimizer steps in a row were non-finite", "diverged": True,
+                "target": {"target": 0.3, "reached": False}}  # fmt: skip
+
+    monkeypatch.setattr(Trainer, "run", diverges_first)
+    code, stdout, stderr = run_cli(str(space_file), "--out", str(tmp_path / "study"), "--trials", "2")
+    assert code == 0, stderr
+    first, second = [json.loads(line) for line in (tmp_path / "study" / "runs.jsonl").read_text().splitlines()]
+    assert first["stopped"] == "diverged" and not first["reached"] and first["cost"] >= 6000
+    assert second["trial"] == 1 and "| 0 | complete |" in stdout and "| 1 | complete |" in stdout
+
+
+def test_a_curriculums_easier_starts_are_no_measure_of_a_censored_run():
+    assert tune.own_starts_success({"charts/train_success": 0.8, "charts/difficulty": 0.5}) is None
+    assert tune.own_starts_success({"charts/train_success": 0.25, "charts/difficulty": 1.0}) == 0.25
+    assert tune.own_starts_success({"charts/train_success": 0.25}) == 0.25  # no curriculum
+
+
+def test_whole_number_bounds_on_a_float_key_search_floats(tmp_path):
+    space_file = tmp_path / "space.yaml"
+    space_file.write_text(TINY.replace("  policy.init_std: {choices: [0.3, 1.0]}",
+                                       "  algo.entropy_coef: {low: 0, high: 1}"))  # fmt: skip
+    params = {p.key: p for p in tune.load_space(space_file).params}
+    assert (params["algo.entropy_coef"].low, params["algo.entropy_coef"].high) == (0.0, 1.0)
+    assert isinstance(params["algo.entropy_coef"].low, float)  # it drew only 0 and 1
+    assert isinstance(params["algo.epochs"].low, int)  # an int key stays whole
 
 
 def test_an_enqueued_trial_runs_the_given_values_and_bad_ones_are_one_line(tmp_path):
@@ -298,7 +350,8 @@ def test_an_enqueued_trial_runs_the_given_values_and_bad_ones_are_one_line(tmp_p
     assert 1 <= run["params"]["algo.epochs"] <= 3  # drawn
     for bad, message in [("algo.lr=0.5", r"algo.lr must be in \[0.0001, 0.01\]"),
                          ("policy.init_std=0.5", r"must be in \[0.3, 1.0\]"),
-                         ("algo.gamma=0.9", "one of the searched params"), ("algo.lr", "KEY=VALUE")]:  # fmt: skip
+                         ("algo.gamma=0.9", "one of the searched params"), ("algo.lr", "KEY=VALUE"),
+                         ("algo.epochs=2.5", r"algo.epochs must be a whole number in \[1, 3\]")]:  # fmt: skip
         code, _, stderr = run_cli(str(space_file), "--out", str(out), "--trials", "2", "--enqueue", bad)
         lines = [line for line in stderr.splitlines() if line.strip()]
         assert code == 2 and len(lines) == 1 and re.search(message, lines[0]), stderr

@@ -5,7 +5,9 @@ env steps (or the seconds) it took to reach a target success (`scripts/tune.py`,
 A trial's cost on one seed is the env steps at the first evaluation at or above `target`; a run
 that ends its budget (`max_env_steps`) below it costs `max_env_steps * (2 - best / target)`, so
 censored runs still rank by how far they got (`best`: the best of the run's evaluations and its
-last iterations' training success). With `objective: seconds` the cost is the run's wall-clock to
+last iterations' training success on the task's own starts, none of a curriculum's easier ones). A
+run that diverges (`TrainingDiverged`: non-finite steps in a row, or behaviour cloning's loss) is
+such a censored run, not the end of the search. With `objective: seconds` the cost is the run's wall-clock to
 that evaluation, every stage counted (demos, cloning, rollouts, updates) but the evaluations (how
 often a preset evaluates is its own choice), and the budget is `time_limit_min`: a censored run
 costs `60 * time_limit_min * (2 - best / target)`. Seconds are what a user waits for, update cost
@@ -32,7 +34,7 @@ import copy
 import json
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -170,7 +172,18 @@ def load_space(path: str | Path) -> Space:
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"search space {path} is not a file")
-    raw = yaml.safe_load(path.read_text()) or {}
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        where = getattr(err, "problem_mark", None)
+        at = f" (line {where.line + 1}, column {where.column + 1})" if where is not None else ""
+        raise ValueError(f"{path}: not valid YAML{at}: {getattr(err, 'problem', None) or err}") from None
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path}: a search space is a mapping of keys ({', '.join(sorted(TUNE_KEYS))}), "
+                         f"got a {type(raw).__name__}")  # fmt: skip
+    if not isinstance(raw.get("params") or {}, dict):
+        raise ValueError(f"{path}: params must map each searched key to its range or choices, got a "
+                         f"{type(raw['params']).__name__}")  # fmt: skip
     unknown = sorted(set(raw) - TUNE_KEYS)
     if unknown:
         raise ValueError(f"{path}: unknown key {unknown[0]!r}; allowed: {', '.join(sorted(TUNE_KEYS))}")
@@ -196,9 +209,13 @@ def load_space(path: str | Path) -> Space:
         params.append(Param(key, low, high, bool(spec.get("log", False)), when=when))
     if not params:
         raise ValueError(f"{path}: params is empty; nothing to search")
-    seeds = tuple(raw.get("seeds", (0, 1, 2)))
-    if not seeds or not all(isinstance(s, int) and s >= 0 for s in seeds):
-        raise ValueError(f"{path}: seeds must be a non-empty list of integers >= 0, got {list(seeds)!r}")
+    seeds = raw.get("seeds", (0, 1, 2))
+    if not (isinstance(seeds, (list, tuple)) and seeds and all(isinstance(s, int) and not isinstance(s, bool)
+                                                                and s >= 0 for s in seeds)
+            and len(set(seeds)) == len(seeds)):  # fmt: skip
+        raise ValueError(f"{path}: seeds must be a non-empty list of distinct integers >= 0 (each a run of "
+                         f"its own), got {seeds!r}")  # fmt: skip
+    seeds = tuple(seeds)
     objective = raw.get("objective", "env_steps")
     if objective not in OBJECTIVES:
         raise ValueError(f"{path}: objective={objective!r} is invalid: allowed: {', '.join(OBJECTIVES)}")
@@ -218,7 +235,15 @@ def load_space(path: str | Path) -> Space:
                                          "time_limit_min", "prune_after") if k in raw},
                   source=str(path))  # fmt: skip
     try:
+        from omegaconf import OmegaConf
+
         base = compose_config(*space.base_overrides(seeds[0]))  # composed once: each check sets leaves on it
+        # a range of whole numbers on a float key ({low: 0, high: 1} for an entropy coefficient) is searched
+        # as floats: the schema's type decides, not how the bounds were written
+        params = [replace(p, low=float(p.low), high=float(p.high)) if p.choices is None and isinstance(p.low, int)
+                  and isinstance(p.high, int) and isinstance(OmegaConf.select(base, p.key), float) else p
+                  for p in params]  # fmt: skip
+        space = replace(space, params=tuple(params))
         checks = [({}, seed) for seed in seeds]
         for p in params:
             enabling = {key: allowed[0] for key, allowed in p.when}  # a conditional param where it is drawn
@@ -285,18 +310,31 @@ def run_cost(space: Space, summary: dict, train_success: float) -> tuple[float, 
     return space.budget * (2.0 - min(best, space.target) / space.target), best
 
 
+def own_starts_success(scalars: dict[str, float]) -> float | None:
+    """An iteration's training success as a measure of the task (`scalars`: its logged scalars), or
+    None where it ran on a curriculum's easier starts (`charts/difficulty` below 1)."""
+    if scalars.get("charts/difficulty", 1.0) < 1.0:
+        return None
+    return float(scalars.get("charts/train_success", 0.0))
+
+
 def train_one(space: Space, cfg, run_dir: Path) -> dict:
     """Train one seed of a trial, its composed and validated config `cfg`; its record (cost,
     steps, seconds, success)."""
     from grpo_robot.hooks import Hook
     from grpo_robot.trainer import Trainer
 
-    class TrainSuccess(Hook):  # the training batches' success over the last iterations
+    class TrainSuccess(Hook):  # the training batches' success over the last iterations on the task's own starts
         def __init__(self) -> None:
             self.recent: list[float] = []
 
         def after_iteration(self, trainer, record) -> None:
-            self.recent = [*self.recent[-4:], float(record.scalars.get("charts/train_success", 0.0))]
+            success = own_starts_success(record.scalars)
+            if success is not None:
+                self.recent = [*self.recent[-4:], success]
+
+        def mean(self) -> float:
+            return sum(self.recent) / len(self.recent) if self.recent else 0.0
 
     watch = TrainSuccess()
     trainer = Trainer(cfg, run_dir, hooks=[watch])
@@ -304,23 +342,26 @@ def train_one(space: Space, cfg, run_dir: Path) -> dict:
         summary = trainer.run()
     finally:
         trainer.close()
-    if summary.get("stopped") in ("signal", "error"):  # not a measurement: the search stops here
+    diverged = summary.get("stopped") == "error" and summary.get("diverged")  # the settings' result: censored
+    if summary.get("stopped") in ("signal", "error") and not diverged:  # not a measurement: the search stops here
         raise TuneInterrupted(f"{run_dir} ended by {summary['stopped']}"
                               + (f": {summary['error']}" if summary.get("error") else ""))  # fmt: skip
-    recent = sum(watch.recent) / len(watch.recent) if watch.recent else 0.0
-    cost, best = run_cost(space, summary, recent)
+    cost, best = run_cost(space, summary, watch.mean())
     target = summary.get("target") or {}
     return {"seed": cfg.seed, "cost": cost, "reached": bool(target.get("reached")), "env_steps": summary["env_steps"],
             "seconds": summary["seconds"], "seconds_to_target": target.get("seconds"),
             "train_seconds_to_target": target.get("train_seconds"),
             "final_success": (summary.get("eval") or {}).get("success_rate"), "best": best,
-            "stopped": summary.get("stopped"), "machine": summary.get("machine")}  # fmt: skip
+            "stopped": "diverged" if diverged else summary.get("stopped"),
+            "machine": summary.get("machine")}  # fmt: skip
 
 
 def study(space: Space, out: Path, sampler_seed: int = 0):
     import optuna
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    # errors only: a trial that an interrupt or a failed run ends is told in one line of this module's
+    # own (`TuneInterrupted`), not with Optuna's warning and its traceback first
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
     out.mkdir(parents=True, exist_ok=True)
     # the pruner is not kept in the study: each process sets it from the space (step k = seed k's running mean)
     pruner = (optuna.pruners.NopPruner() if space.prune_after is None
@@ -352,9 +393,11 @@ def parse_enqueue(space: Space, items: Sequence[str]) -> dict[str, Any]:
         value, p = yaml.safe_load(text), params[key]
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
         inside = value in p.choices if p.choices is not None else number and p.low <= value <= p.high
-        if not inside:
+        whole = p.choices is not None or not isinstance(p.low, int) or isinstance(value, int)
+        if not (inside and whole):
             allowed = list(p.choices) if p.choices is not None else f"[{p.low}, {p.high}]"
-            raise ValueError(f"--enqueue {item!r} is invalid: {key} must be in {allowed}")
+            kind = "" if whole else "a whole number "
+            raise ValueError(f"--enqueue {item!r} is invalid: {key} must be {kind}in {allowed}")
         values[key] = value
     for key in values:
         unmet = [other for other, allowed in params[key].when if other in values and values[other] not in allowed]
@@ -365,6 +408,17 @@ def parse_enqueue(space: Space, items: Sequence[str]) -> dict[str, Any]:
 
 
 MAX_REFUSED_DRAWS = 50  # draws in a row the config refuses before the search gives up
+
+
+def _has_trial(st, values: dict[str, Any]) -> bool:
+    """Whether the study has a trial with `values` that ran (finished or pruned) or waits to run;
+    a failed one (an interrupted run) does not count, so the values are run again."""
+    for t in st.trials:
+        params = t.params if t.state.name in ("COMPLETE", "PRUNED") else (
+            t.system_attrs.get("fixed_params", {}) if t.state.name == "WAITING" else None)
+        if params is not None and all(k in params and params[k] == v for k, v in values.items()):
+            return True
+    return False
 
 
 def run(space: Space, out: Path, trials: int, log: Callable[[str], None] = print,
@@ -385,8 +439,8 @@ def run(space: Space, out: Path, trials: int, log: Callable[[str], None] = print
 
     if done() < trials and not any_machine:
         check_machine(space, out)  # before anything is added to the study
-    if enqueue:
-        st.enqueue_trial(enqueue, skip_if_exists=True)
+    if enqueue and not _has_trial(st, enqueue):
+        st.enqueue_trial(enqueue)
 
     base = []  # the space's composition, made at the first draw: each seed's config sets leaves on it
 
