@@ -21,6 +21,7 @@ completed iteration saved.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import socket
@@ -36,6 +37,8 @@ from grpo_robot.policies import Policy
 from grpo_robot.rollout import Batch, GroupSampler, RolloutError, collect, exact_settings
 from grpo_robot.seeding import WorldRows, exploration, group_seeds, iteration_generator
 from grpo_robot.start_replay import start_replay
+
+log = logging.getLogger(__name__)
 
 START_UP_S = 300.0  # the longest a worker may take to start (or restart), whatever rollout.worker_timeout_s is
 
@@ -118,8 +121,8 @@ def connect(address: str | None, num_cpus: int | None = None) -> bool:
     if ray.is_initialized():
         return False
     quiet = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
-    if address is None:
-        ray.init(num_cpus=num_cpus, **quiet)
+    if address is None:  # a Ray of this run's own, even where `ray start` runs a cluster on this machine
+        ray.init(address="local", num_cpus=num_cpus, **quiet)
         return True
     try:
         ray.init(address=address, **({} if address.startswith("ray://") else quiet))
@@ -143,6 +146,7 @@ class RaySampler(GroupSampler):
                          algo.train_horizon, start_replay(algo))  # fmt: skip
         self.cfg = cfg
         self.started_ray = connect(cfg.ray.address)
+        self._check_cpus(rollout.workers, rollout.cpus_per_worker, algo.groups_per_iter)
         # contiguous slices of whole groups (a group's members share one env: clone starts need it)
         groups = np.array_split(np.arange(self.n_groups), min(rollout.workers, self.n_groups))
         self.slices = [(int(g[0]) * self.group_size, (int(g[-1]) + 1) * self.group_size) for g in groups]
@@ -164,6 +168,25 @@ class RaySampler(GroupSampler):
         except Exception as err:  # noqa: BLE001  (a worker that cannot build its env)
             self.close()
             raise ValueError(f"rollout.backend=ray: a worker could not start: {_one_line(err)}") from None
+
+    def _check_cpus(self, workers: int, cpus_per_worker: float, groups: int) -> None:
+        """Workers that this Ray's CPUs cannot all hold would wait for them until the start-up
+        timeout, then fail as workers that could not start: a one-line `ConfigError` at once for a
+        local Ray (`ray.address=null`); a cluster may grow (an autoscaler), so there it is a warning."""
+        import ray
+
+        workers = min(workers, groups)
+        have = float(ray.cluster_resources().get("CPU", 0.0))
+        if workers * cpus_per_worker <= have + 1e-9:
+            return
+        local = self.cfg.ray.address is None
+        message = (f"rollout.workers={workers} x rollout.cpus_per_worker={cpus_per_worker:g} needs "
+                   f"{workers * cpus_per_worker:g} CPUs, and {'the local Ray' if local else 'the cluster'} has "
+                   f"{have:g}; fewer workers or fewer CPUs each (a fraction shares a core)")  # fmt: skip
+        if local:
+            self.close()
+            raise ConfigError(message)
+        log.warning("%s: the workers wait until the cluster has them", message)
 
     def worker_pids(self) -> list[int]:
         """The process id of each worker (as of the last draw)."""
@@ -202,6 +225,12 @@ class RaySampler(GroupSampler):
             except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError) as err:
                 self._failed(k, it, _one_line(err))
                 pending[submit(k)] = (k, time.perf_counter())  # the same seeds and streams again
+            except ray.exceptions.RayTaskError as err:  # the rollout raised there (every world failed, say):
+                self.close()  # as it raises here, with its own one-line message, not Ray's remote traceback
+                cause = getattr(err, "cause", None)
+                if isinstance(cause, Exception):
+                    raise cause from None
+                raise RolloutError(f"rollout worker {k} failed at iteration {it}: {_one_line(err)}") from None
         wall = time.perf_counter() - t0
         parts = [results[k][0] for k in range(len(self.workers))]
         seconds = [results[k][1] for k in range(len(self.workers))]

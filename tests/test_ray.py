@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -19,7 +20,7 @@ import torch
 from cli_harness import run_main
 from test_train import small_config
 
-from grpo_robot.config import CurriculumConfig, EnvConfig, RolloutConfig, StartReplayConfig
+from grpo_robot.config import ConfigError, CurriculumConfig, EnvConfig, RolloutConfig, StartReplayConfig
 from grpo_robot.hooks import Hook
 from grpo_robot.seeding import WorldRows, iteration_generator
 from grpo_robot.trainer import Trainer
@@ -153,6 +154,27 @@ def test_a_worker_that_keeps_hanging_stops_the_run_with_its_last_iteration(local
     assert "more than rollout.max_restarts=1" in summary["error"]
     saved = torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=True)
     assert saved["iteration"] == summary["iterations"] >= 1
+
+
+def test_an_error_raised_in_a_worker_ends_the_run_in_its_own_one_line(local_ray, tmp_path):
+    # every world of the worker fails from its 41st step call: EnvFailure there, which used to reach the
+    # run wrapped in Ray's RayTaskError, its remote traceback as the "one-line" error
+    env = EnvConfig(task=None, entry_point="toy_envs:Breaks", horizon=10, kwargs={"after": 40, "how": "non_finite"})
+    cfg = small_config(iterations=5, env=env, eval_seeds=4)
+    cfg = on(replace(cfg, algo=replace(cfg.algo, groups_per_iter=2, group_size=2, minibatches=1)), "ray", 1)
+    _, summary, trainer = train(cfg, tmp_path)
+    assert summary["stopped"] == "error" and "\n" not in summary["error"], summary["error"]
+    assert re.match(r"toy_envs:Breaks: every one of the 4 worlds failed( to reset)?; first error: world 0 \(seed \d+\) "
+                    r"(reset|step \d+): non-finite observation$", summary["error"]), summary["error"]
+    assert summary["iterations"] >= 1 and trainer.sampler.failures == 0
+
+
+def test_more_workers_than_a_local_rays_cpus_is_one_line_at_once(local_ray, tmp_path):
+    # they used to wait for CPUs until the start-up timeout (300 s), then fail as workers that could not start
+    cfg = on(small_config(iterations=1), "ray", 2, cpus_per_worker=1.5)  # 3 CPUs of the 2 this Ray has
+    with pytest.raises(ConfigError, match=r"^rollout.workers=2 x rollout.cpus_per_worker=1.5 needs 3 CPUs, and the "
+                                          r"local Ray has 2; fewer workers or fewer CPUs each"):  # fmt: skip
+        Trainer(cfg, tmp_path)
 
 
 def test_a_bad_ray_address_is_one_line_before_any_work(tmp_path):
