@@ -46,6 +46,10 @@ class IterationRecord:
 
 
 class Hook:
+    def on_begin(self, trainer: Trainer) -> None:
+        """Before any work of `run()` (the behaviour-cloning stage included): for what can refuse
+        the run outright, such as a logger's service, so that it fails before work is spent."""
+
     def on_start(self, trainer: Trainer) -> None:
         pass
 
@@ -117,8 +121,12 @@ class Evaluation(Hook):
             initial = trainer.last_eval if trainer.cfg.pretrain else trainer.evaluate()
             trainer.pretrained["eval"] = initial.to_json(episodes=False)
             trainer.log(eval_scalars(initial), 0)
+            if initial.rate > trainer.best_eval:  # the start is an evaluated policy: best.pt until one beats it
+                trainer.best_eval = initial.rate
+                trainer.save("best")
         if trainer.iteration == 0 and trainer.last_eval is not None and self._reached(trainer, trainer.last_eval):
-            trainer.stop = True  # the start already meets the target
+            trainer.stop = True  # the start already meets the target: it is the run's result
+            trainer.save("last")
         elif self.target is not None and trainer.target.get("reached"):
             trainer.stop = True  # a resumed run that had reached it: nothing to train
 
@@ -219,6 +227,10 @@ def _close_quietly(writer) -> None:
         pass
 
 
+class LoggerError(ValueError):
+    """A logger's service refused the run; the message is one line."""
+
+
 class WandB(Hook):
     """Logs every scalar to Weights & Biases under the same names as TensorBoard (x-axis: env
     steps), the resolved config as the run's config. The W&B run id comes from the run directory,
@@ -226,6 +238,9 @@ class WandB(Hook):
 
     def __init__(self, cfg: TrainConfig) -> None:
         self.cfg, self.run = cfg.wandb, None
+
+    def on_begin(self, trainer: Trainer) -> None:
+        self.on_start(trainer)  # W&B refuses a run without a login: before any work, not after it
 
     def on_start(self, trainer: Trainer) -> None:
         if self.run is not None:
@@ -235,11 +250,16 @@ class WandB(Hook):
         import wandb
 
         run_dir = trainer.run_dir.resolve()
-        self.run = wandb.init(
-            project=self.cfg.project, entity=self.cfg.entity, mode=self.cfg.mode, dir=str(run_dir),
-            name=run_dir.name, id=hashlib.sha1(str(run_dir).encode()).hexdigest()[:16], resume="allow",
-            config=trainer.state()["config"], settings=wandb.Settings(console="off", silent=True),
-        )  # fmt: skip
+        try:
+            self.run = wandb.init(
+                project=self.cfg.project, entity=self.cfg.entity, mode=self.cfg.mode, dir=str(run_dir),
+                name=run_dir.name, id=hashlib.sha1(str(run_dir).encode()).hexdigest()[:16], resume="allow",
+                config=trainer.state()["config"], settings=wandb.Settings(console="off", silent=True),
+            )  # fmt: skip
+        except Exception as err:  # noqa: BLE001  (no login, no network, a bad project or entity)
+            text = " ".join(str(err).split())[:300]
+            raise LoggerError(f"loggers=[...,wandb]: Weights & Biases could not start a run ({type(err).__name__}: "
+                              f"{text}); log in (`wandb login`, or WANDB_API_KEY), or set wandb.mode=offline") from None
 
     def on_log(self, trainer: Trainer, scalars: dict[str, float], step: int) -> None:
         if self.run is None:

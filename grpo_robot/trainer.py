@@ -239,6 +239,13 @@ class Trainer:
             stale.unlink(missing_ok=True)
         checkpoint.write_text_atomic(self.run_dir / "resolved_config.yaml", OmegaConf.to_yaml(self._config_record))
         self.start_time = time.perf_counter()
+        try:
+            for hook in self.hooks:
+                hook.on_begin(self)
+        except BaseException:
+            if locked_here:
+                rundir.release(self.run_dir)
+            raise
         remove_emergency = lifecycle.on_emergency(self._emergency)
         try:
             with SignalGuard() as self.guard:

@@ -198,7 +198,10 @@ class Learner:
         kl_steps = 0  # optimizer steps of the last epoch that report an approx. KL to the rollout policy
         for _ in range(cfg.epochs):
             kl_steps = 0
-            for members_host in torch.randperm(n_traj, generator=shuffle).chunk(cfg.minibatches):
+            # exactly `minibatches` parts, sizes differing by at most one (`chunk` makes fewer where they
+            # do not divide the trajectories: 6 of 16 trajectories for 7); empty ones (fewer kept
+            # trajectories than minibatches, under dynamic sampling) are skipped below
+            for members_host in torch.randperm(n_traj, generator=shuffle).tensor_split(cfg.minibatches):
                 in_mb = torch.zeros(n_traj, dtype=torch.bool)
                 in_mb[members_host] = True
                 member = in_mb[traj_host]

@@ -56,6 +56,25 @@ def test_iqm_is_the_mean_of_the_middle_half():
     assert iqm(np.array([0.2, 0.4])) == pytest.approx(0.3)
 
 
+def test_wandb_online_without_a_login_is_one_line_before_any_work(tmp_path, monkeypatch):
+    pytest.importorskip("wandb")
+    from cli_harness import run_main
+
+    for key in [k for k in __import__("os").environ if k.startswith("WANDB_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no ~/.netrc, no W&B settings
+    monkeypatch.setenv("WANDB_MODE", "online")
+    run = tmp_path / "run"
+    out = run_main("train", "env=reach", "loggers=[tensorboard,wandb]", "wandb.project=p", "iterations=1",
+                   "algo.groups_per_iter=2", "algo.group_size=2", "algo.minibatches=1", "pretrain=true",
+                   "demos.episodes=2", "bc.max_steps=2", "progress=false", f"hydra.run.dir={run}")  # fmt: skip
+    assert out.code == 1 and len(out.error_lines) == 1, out.stderr[-3000:]
+    assert out.error_lines[0].startswith("error: loggers=[...,wandb]: Weights & Biases could not start a run ("), \
+        out.error_lines[0]  # fmt: skip
+    assert "Traceback" not in out.stderr
+    assert not (run / "bc.pt").exists() and not (run / "checkpoints").exists()  # the clone was not made first
+
+
 def test_wandb_offline_logs_the_tensorboard_metric_names_and_videos(tmp_path):
     pytest.importorskip("wandb")  # the `wandb` extra, in the README's test install
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator

@@ -318,6 +318,13 @@ def test_training_stops_at_the_target_success_and_records_when(tmp_path):
     higher = Trainer(replace(cfg, resume=str(tmp_path), target_success=0.99, iterations=target["iteration"] + 1),
                      tmp_path / "higher").run()  # fmt: skip
     assert higher["iterations"] == target["iteration"] + 1 and higher["target"] == {"target": 0.99, "reached": False}
+    # a run whose start already meets the target has it as its result: last.pt and best.pt (none was written)
+    start = Trainer(replace(cfg, init_from=str(tmp_path)), tmp_path / "start").run()
+    assert start["iterations"] == 0 and start["stopped"] == "target_success"
+    assert start["best_eval"] == start["initial_policy"]["eval"]["success_rate"] == target["success"]
+    for name in ("last", "best"):
+        saved = torch.load(tmp_path / "start" / "checkpoints" / f"{name}.pt", weights_only=True)
+        assert saved["iteration"] == 0 and saved["best_eval"] == target["success"]
 
 
 def test_evaluations_below_the_training_success_gate_are_skipped_and_training_is_unchanged(tmp_path):
@@ -543,6 +550,18 @@ def test_advantages_standardized_per_minibatch_count_the_zero_advantage_steps():
     assert all(torch.equal(full_w[key], skip_w[key]) for key in full_w)
     bonus, _, _ = _update_twice(batch, policy, normalize_advantages=True, entropy_coef=1e-12)[False]
     assert all(torch.allclose(bonus[key], skip_w[key], rtol=0, atol=1e-7) for key in full_w)
+
+
+@pytest.mark.parametrize("minibatches", [7, 15, 16])
+def test_an_epoch_takes_exactly_the_minibatches_asked_for(minibatches):
+    # torch's chunk made fewer parts where they do not divide the trajectories: 6 of 16 for 7, 8 for 15
+    from grpo_robot.update import GroupAdvantages, Learner
+
+    batch, policy = _four_groups([1, 0, 0, 1, 0, 1, 0, 0, 1, 0, 1, 1, 0, 1, 0, 0])  # every group mixed
+    cfg = AlgoConfig(group_size=4, groups_per_iter=4, epochs=2, minibatches=minibatches)
+    learner = Learner(policy, cfg, batch.obs.shape[0], 10, 0, torch.device("cpu"))
+    learner.update(batch, GroupAdvantages(cfg).advantages(batch, policy)[0], 0)
+    assert [s["step"].item() for s in learner.optimizer.state_dict()["state"].values()] == [2.0 * minibatches] * 5
 
 
 def test_an_update_with_no_mixed_group_moves_only_the_std_as_the_full_pass_does():
