@@ -22,6 +22,7 @@ trainer writes it into every checkpoint (keyed by the hook's class name) and han
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -328,7 +329,10 @@ class Videos(Hook):
 
 
 class ProgressBar(Hook):
-    """A console progress bar with the last train and eval success."""
+    """A console progress bar with the last train and eval success. Its total is the iterations
+    the run will take: `iterations`, or fewer where the env-step budget (`max_env_steps`) will end
+    it first, as projected from the env steps an iteration has taken so far (the default job's
+    1000 iterations end at 6 M env steps, after about 300)."""
 
     def __init__(self, enabled: bool) -> None:
         self.enabled, self.bar = enabled, None
@@ -344,6 +348,9 @@ class ProgressBar(Hook):
         if trainer.last_eval is not None:
             postfix["eval"] = f"{trainer.last_eval.rate:.2f}"
         self.bar.set_postfix(postfix, refresh=False)
+        spent = trainer.progress()
+        if spent > 0 and trainer.cfg.max_env_steps:
+            self.bar.total = max(trainer.iteration, min(trainer.cfg.iterations, math.ceil(trainer.iteration / spent)))
         self.bar.update(1)
 
     def close(self) -> None:

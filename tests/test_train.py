@@ -327,6 +327,23 @@ def test_training_stops_at_the_target_success_and_records_when(tmp_path):
         assert saved["iteration"] == 0 and saved["best_eval"] == target["success"]
 
 
+def test_the_progress_bar_counts_the_iterations_an_env_step_budget_leaves(tmp_path):
+    # its total was `iterations` (1000 here, an ETA 250 times too long) whatever the env-step budget
+    from grpo_robot.hooks import ProgressBar
+
+    class Totals(Hook):
+        def __init__(self):
+            self.seen = []
+
+        def after_iteration(self, trainer, record):
+            self.seen.append(next(h for h in trainer.hooks if isinstance(h, ProgressBar)).bar.total)
+
+    totals = Totals()
+    summary = Trainer(small_config(iterations=1000, max_env_steps=20_000), tmp_path, hooks=[totals]).run()
+    assert summary["stopped"] == "max_env_steps"
+    assert totals.seen == [summary["iterations"]] * summary["iterations"] and 3 <= summary["iterations"] <= 6
+
+
 def test_evaluations_below_the_training_success_gate_are_skipped_and_training_is_unchanged(tmp_path):
     class Seen(Hook):
         def __init__(self):
