@@ -72,10 +72,24 @@ def find_runs(paths: Sequence[str | Path], tag: str = TAG) -> list[Run]:
     return runs
 
 
+def _same_training(key: str) -> bool:
+    """Whether config `key` leaves what is trained alone: a seed (the runs a line pools), or what a
+    resumed run may change (budgets, evaluation and saving, the device, the console)."""
+    from grpo_robot.resume import SAFE_KEYS
+
+    return key == "seed" or key.endswith(".seed") or any(key == k or key.startswith(f"{k}.") for k in SAFE_KEYS)
+
+
 def group(runs: list[Run], keys: Sequence[str] = LABEL_KEYS) -> list[Line]:
-    """Runs -> lines, labelled by the keys among `keys` whose values differ between runs (the env
-    name when none does)."""
-    varying = [k for k in keys if len({str(r.config.get(k)) for r in runs}) > 1]
+    """Runs -> lines, labelled by the keys among `keys` whose values differ between runs, then by
+    any other key that changes what is trained and differs (a learning rate, a preset's epochs),
+    so that runs of different settings are never pooled as seeds; the env name when none does."""
+    def differs(k: str) -> bool:
+        return len({str(r.config.get(k)) for r in runs}) > 1
+
+    varying = [k for k in keys if differs(k)]
+    others = sorted({k for r in runs for k in r.config} - set(keys))
+    varying += [k for k in others if not _same_training(k) and differs(k)]
     lines: dict[str, Line] = {}
     for run in runs:
         if varying:

@@ -51,6 +51,20 @@ def test_one_run_directory_and_nothing_to_plot(runs, tmp_path):
         plot_runs([tmp_path], tmp_path / "none.png")
 
 
+def test_runs_of_different_settings_are_never_pooled_as_seeds(tmp_path):
+    from grpo_robot.plots import Run, group
+
+    def run(name, **config):
+        base = {"env.task": "Reach-v1", "algo.advantage": "grpo", "algo.lr": 1e-3, "seed": 0, "bc.seed": 0,
+                "iterations": 100, "eval_every": 5}  # fmt: skip
+        return Run(tmp_path / name, {**base, **config}, np.zeros(1), np.zeros(1), np.zeros(1))
+
+    runs = [run("a"), run("b", seed=1, **{"bc.seed": 1}), run("c", **{"algo.lr": 3e-4}), run("d", iterations=200)]
+    lines = {line.label: sorted(r.path.name for r in line.runs) for line in group(runs)}
+    # lr (no label key) told two presets apart, which were pooled as seeds; seeds and budgets do not
+    assert lines == {"lr=0.001": ["a", "b", "d"], "lr=0.0003": ["c"]}
+
+
 def test_iqm_is_the_mean_of_the_middle_half():
     assert iqm(np.array([0.0, 0.5, 0.6, 1.0])) == pytest.approx(0.55)
     assert iqm(np.array([0.2, 0.4])) == pytest.approx(0.3)
