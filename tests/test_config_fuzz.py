@@ -148,6 +148,7 @@ EVALUATE = [
     case("evaluate", "deterministic=maybe"),
     case("evaluate", "n_seedz=3"),
     case("evaluate", "output=''"),
+    case("evaluate", "output=/tmp"),  # a directory: the JSON would be lost after the evaluation
     case("evaluate", "checkpoint=''", key="checkpoint="),
     case("evaluate", "+foo=1"),
     case("evaluate", "checkpoint=???", key="checkpoint is missing"),  # none given

@@ -22,6 +22,7 @@ import math
 import re
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from grpo_robot.config.schema import (
@@ -500,6 +501,8 @@ def validate_eval(cfg: EvalConfig, train_cfg: TrainConfig | None = None) -> None
     _check(cfg.video <= cfg.n_seeds, "video", cfg.video,
            f"must be at most n_seeds={cfg.n_seeds}: it films evaluated seeds")  # fmt: skip
     _check(cfg.decode in (None, *DECODES), "decode", cfg.decode, f"must be null or one of {', '.join(DECODES)}")
+    if cfg.output:  # the per-seed JSON goes there after the evaluation: a folder there would lose it
+        _check(not Path(str(cfg.output)).is_dir(), "output", cfg.output, "is a directory; give the JSON file's path")
     if train_cfg is not None:
         _check(cfg.decode is None or train_cfg.policy.type == "tokenized", "decode", cfg.decode,
                f"applies to tokenized policies only; this checkpoint's policy is {train_cfg.policy.type}")  # fmt: skip
