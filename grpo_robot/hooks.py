@@ -150,11 +150,12 @@ class Evaluation(Hook):
         """Record the first evaluation at the target or above in `trainer.target`; True when it is this one."""
         if self.target is None or trainer.target.get("reached") or result.rate < self.target:
             return False
-        seconds = trainer.elapsed()
+        # the whole run's time, as its env steps are (the processes it was resumed from included)
+        seconds = trainer.seconds_before + trainer.elapsed()
         trainer.stopped = "target_success"
         trainer.target.update(reached=True, iteration=trainer.iteration, env_steps=trainer.env_steps,
                               success=result.rate, seconds=seconds,
-                              train_seconds=seconds - trainer.eval_seconds)  # fmt: skip
+                              train_seconds=seconds - trainer.eval_seconds_before - trainer.eval_seconds)  # fmt: skip
         return True
 
 

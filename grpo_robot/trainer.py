@@ -153,6 +153,7 @@ class Trainer:
         self.last_eval: EvalResult | None = None
         self.eval_seconds = 0.0  # spent in evaluations, so time-to-target can leave them out
         self.seconds_before = 0.0  # the run's time in the processes it was resumed from
+        self.eval_seconds_before = 0.0  # and the part of it spent evaluating
         self.target: dict[str, Any] = {} if cfg.target_success is None else {"target": cfg.target_success,
                                                                               "reached": False}  # fmt: skip
         self.stop = False  # a hook's request to end the run before the next iteration
@@ -173,6 +174,7 @@ class Trainer:
             # its summary speaks for the whole run: its time so far, and where its policy came from (the
             # pretraining stage does not run again); checkpoints written before either was kept lack them
             self.seconds_before = float(ckpt.get("seconds") or 0.0)
+            self.eval_seconds_before = float(ckpt.get("eval_seconds") or 0.0)
             self.pretrained = ckpt.get("initial_policy") or (
                 {"source": str(cfg.init_from)} if cfg.init_from else None)
             reached = ckpt.get("target") or {}  # a target reached before is not reached again (nor its record lost)
@@ -401,6 +403,7 @@ class Trainer:
             "start_replay": None if self.sampler.replay is None else self.sampler.replay.state_dict(),
             "eval": None if self.last_eval is None else self.last_eval.to_json(),
             "seconds": self.seconds_before + self.elapsed(),
+            "eval_seconds": self.eval_seconds_before + self.eval_seconds,
             "initial_policy": self.pretrained,
             "hooks": {type(hook).__name__: state for hook in self.hooks if (state := hook.state_dict()) is not None},
             "target": dict(self.target),

@@ -327,6 +327,21 @@ def test_training_stops_at_the_target_success_and_records_when(tmp_path):
         assert saved["iteration"] == 0 and saved["best_eval"] == target["success"]
 
 
+def test_a_resumed_run_times_its_target_over_the_whole_run():
+    # as its env steps are: the processes it was resumed from count (their time was left out)
+    from types import SimpleNamespace
+
+    from grpo_robot.evaluation import EvalResult
+    from grpo_robot.hooks import Evaluation
+
+    trainer = SimpleNamespace(seconds_before=10.0, elapsed=lambda: 2.0, eval_seconds_before=3.0, eval_seconds=1.0,
+                              iteration=5, env_steps=100, target={"target": 0.5, "reached": False}, stopped=None)
+    result = EvalResult(np.arange(4), np.array([True, True, True, False]), np.full(4, 7))
+    assert Evaluation(1, 0.5, False)._reached(trainer, result)
+    assert trainer.target == {"target": 0.5, "reached": True, "iteration": 5, "env_steps": 100, "success": 0.75,
+                              "seconds": 12.0, "train_seconds": 8.0}  # fmt: skip
+
+
 def test_the_progress_bar_counts_the_iterations_an_env_step_budget_leaves(tmp_path):
     # its total was `iterations` (1000 here, an ETA 250 times too long) whatever the env-step budget
     from grpo_robot.hooks import ProgressBar
