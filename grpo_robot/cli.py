@@ -450,11 +450,12 @@ def _check_train(cfg) -> None:
     """`validate`, then a `resume` checkpoint's state, or an `init_from` checkpoint's fit to the
     config's policy and env (the checks that need no env built), so that none leaves a run
     directory behind."""
-    from grpo_robot import checkpoint
     from grpo_robot.config import validate
 
     validate(cfg)
-    if cfg.resume:
+    if cfg.resume:  # (torch only now: a config refused above is refused before torch loads)
+        from grpo_robot import checkpoint
+
         try:
             checkpoint.load(cfg.resume, purpose="resume")
         except FileNotFoundError as err:
