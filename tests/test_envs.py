@@ -232,6 +232,23 @@ def test_the_previous_version_is_the_same_scene_at_the_5ms_step(name):
     assert gymnasium.make(f"grpo_robot/{PREVIOUS[name]}").unwrapped.task.model.opt.timestep == 0.005
 
 
+def test_pushcube_v2_judges_the_goal_in_the_tables_plane_so_a_held_cube_counts():
+    """What README says of PushCube-v2: its success ignores the cube's height. A scripted grasp
+    (LiftCube's) carries the cube 15 cm above the goal and scores; a version that asks for the
+    cube on the table would make this test fail, and the README's sentence with it."""
+    from grpo_robot.envs.lift_cube import grasp_actions
+
+    env = BatchedEnv("PushCube", 1, nthread=1)
+    task, obs = env.task, env.reset([0]).astype(np.float64)
+    while not env.done.all():
+        carry = task.read(obs, "goal_pos").copy()
+        carry[:, 2] = 0.15
+        obs = env.step(grasp_actions(task, obs, carry)[0])[0].astype(np.float64)
+    assert env.terminated[0] and env.steps[0] == 36
+    cube, goal = task.read(obs, "cube_pos")[0], task.read(obs, "goal_pos")[0]
+    assert cube[2] - goal[2] > 0.1 and np.linalg.norm(cube[:2] - goal[:2]) < task.tolerance
+
+
 @pytest.mark.parametrize("task_name, goal, rel", [("PushCube", "goal_pos", "goal_rel"),
                                                   ("PlaceCube", "target_pos", "target_rel")])  # fmt: skip
 def test_a_rolled_cube_away_from_the_goal_is_no_success(task_name, goal, rel):
