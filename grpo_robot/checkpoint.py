@@ -224,6 +224,18 @@ def _unreadable(path: Path, size: int, err: Exception) -> str:
     with open(path, "rb") as f:
         head = f.read(4)
     if head.startswith(b"PK"):
+        import zipfile
+
+        if zipfile.is_zipfile(path):
+            try:
+                with zipfile.ZipFile(path) as archive:
+                    names = archive.namelist()
+            except (zipfile.BadZipFile, OSError):
+                names = []
+            if names and not any(n.endswith("data.pkl") for n in names):  # a whole zip, not torch's layout
+                kind = "a numpy .npz archive (a demo dataset?)" if all(n.endswith(".npy") for n in names) else \
+                    "a zip archive"  # fmt: skip
+                return f"{path} is not a PyTorch checkpoint ({size} bytes): it is {kind}"
         return f"{path} is truncated or corrupt ({size} bytes): its zip archive cannot be read"
     return f"{path} is not a PyTorch checkpoint ({size} bytes, neither a zip archive nor a pickle of tensors)"
 

@@ -16,6 +16,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from grpo_robot import rundir
 from grpo_robot.config import ConfigError, register_configs, renamed_key_error, to_train_config
 
 CONF_DIR = str(files("grpo_robot.conf"))  # conf/ of the source tree, installed as grpo_robot.conf
@@ -208,7 +209,8 @@ def _collect_demos(cfg: DictConfig) -> None:
     except (RuntimeError, ValueError) as err:
         _fail(str(err))
     name = env_name(env_cfg).replace("/", "_").replace(":", "_")
-    output = Path(cfg.output or f"demos/{name}_{d.episodes}.npz")
+    # a default name never replaces an earlier dataset (another noise or seed, which the name leaves out)
+    output = Path(cfg.output) if cfg.output else rundir.fresh_file(f"demos/{name}_{d.episodes}.npz")
     from grpo_robot.checkpoint import WriteError, write_text_atomic
 
     try:
@@ -291,7 +293,7 @@ def _pretrain_bc(cfg: DictConfig) -> None:
         default = dataset.with_name(f"{dataset.stem}_bc_{policy_cfg.type}.pt")
     else:
         default = Path(f"{dataset.name}_bc_{policy_cfg.type}.pt")
-    output = Path(cfg.output or default)
+    output = Path(cfg.output) if cfg.output else rundir.fresh_file(default)  # a default never replaces a clone
     try:
         checkpoint.save_atomic(checkpoint_from_bc(policy, train_cfg, str(cfg.dataset), result, evaluation), output)
     except (OSError, ValueError) as err:  # a full disk, or a clone with non-finite weights
@@ -398,8 +400,6 @@ def _run_dir_overrides(cfg: DictConfig, overrides: list[str], multirun: bool) ->
     """Claim and lock the directory a training run (or a multirun's sweep) writes into, before
     Hydra writes anything there -> the overrides that point Hydra at it (grpo_robot/rundir.py)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    from grpo_robot import rundir
 
     parsed = OverridesParser.create().parse_overrides(overrides)
     keys = {o.get_key_element().lstrip("+~") for o in parsed}

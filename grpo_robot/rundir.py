@@ -103,6 +103,17 @@ def release(path: str | Path) -> None:
         os.close(fd)
 
 
+def fresh_file(path: str | Path) -> Path:
+    """`path`, or the first of `<stem>-2<suffix>`, `<stem>-3<suffix>`, ... that does not exist: a
+    default output name that never replaces an earlier command's file."""
+    path = Path(path)
+    for n in range(1, 10_000):
+        candidate = path if n == 1 else path.with_name(f"{path.stem}-{n}{path.suffix}")
+        if not candidate.exists():
+            return candidate
+    raise RunDirError(f"{str(path)!r}: 10,000 files exist with this name; give output=")
+
+
 def runs_under(path: str | Path, depth: int = 2) -> str | None:
     """What shows that a directory within `depth` levels under `path` holds a run (a multirun's
     jobs), as `<job dir>/<its checkpoint or summary>` relative to `path`, or None."""

@@ -1,4 +1,5 @@
-"""The README's GIFs: one held-out successful episode of each trained run, as `<out>/<env>.gif`.
+"""The README's GIFs: one held-out successful episode of each trained run, as `<out>/<env>.gif`
+(a second run of the same env in one call: `<out>/<env>_<its run directory's name>.gif`).
 
     python scripts/make_gifs.py RUN_DIR [RUN_DIR ...] [--out docs/media] [--size 240x180]
 
@@ -21,20 +22,34 @@ from grpo_robot.evaluation import evaluate
 from grpo_robot.seeding import eval_seeds
 
 
+def _size(text: str) -> tuple[int, int]:
+    """`WIDTHxHEIGHT` -> (width, height), even positive integers (argparse's one-line error otherwise)."""
+    parts = text.lower().split("x")
+    if len(parts) != 2 or not all(p.isdigit() and int(p) > 0 and int(p) % 2 == 0 for p in parts):
+        raise argparse.ArgumentTypeError(f"{text!r} is not WIDTHxHEIGHT in even positive pixels, e.g. 240x180")
+    return int(parts[0]), int(parts[1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", type=Path, help="run directories (or checkpoint files)")
     parser.add_argument("--out", type=Path, default=Path("docs/media"))
-    parser.add_argument("--size", default="240x180", help="WIDTHxHEIGHT in pixels, even")
+    parser.add_argument("--size", default="240x180", type=_size, help="WIDTHxHEIGHT in pixels, even")
     parser.add_argument("--camera", default="front")
     parser.add_argument("--seeds", type=int, default=20, help="held-out seeds to find a success among")
     args = parser.parse_args()
-    width, height = (int(v) for v in args.size.split("x"))
+    width, height = args.size
     device = "cpu"
-    for run in args.runs:
-        path = checkpoint.resolve(run / "checkpoints" / "best.pt" if (run / "checkpoints" / "best.pt").exists()
-                                  else run)  # fmt: skip
-        ckpt = checkpoint.load(path, purpose="evaluate")
+    loaded = []
+    for run in args.runs:  # every checkpoint read before any GIF is made: a bad one is one line, first
+        try:
+            path = checkpoint.resolve(run / "checkpoints" / "best.pt" if (run / "checkpoints" / "best.pt").exists()
+                                      else run)  # fmt: skip
+            loaded.append((run, path, checkpoint.load(path, purpose="evaluate")))
+        except (FileNotFoundError, ValueError) as err:
+            parser.error(str(err))
+    written: set[Path] = set()
+    for run, path, ckpt in loaded:
         cfg = to_train_config(ckpt["config"])
         policy = checkpoint.policy_from_record(ckpt["policy"], device)
         env = make_eval_env(cfg, args.seeds)
@@ -49,6 +64,9 @@ def main() -> None:
         fps = video.env_fps(film)
         film.close()
         out = args.out / f"{episode.env.replace('/', '_')}.gif"
+        if out in written:  # a second run of the same env in this call: its own name, not the first's file
+            out = args.out / f"{episode.env.replace('/', '_')}_{run.resolve().name}.gif"
+        written.add(out)
         write_bytes_atomic(out, video.gif_bytes(episode.labelled(), fps))
         print(f"{out}: seed {episode.seed}, {episode.caption()}, {out.stat().st_size / 1e3:.0f} kB ({path})")
 

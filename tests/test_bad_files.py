@@ -171,6 +171,8 @@ CHECKPOINTS = {
     "truncated": (raw(lambda g: g.train.read_bytes()[: g.train.stat().st_size // 2]), ALL, r"truncated or corrupt"),
     "random_bytes": (raw(np.random.default_rng(0).bytes(4096)), ALL, r"not a PyTorch checkpoint"),
     "text": (raw(b"this is not a checkpoint\n"), ALL, r"not a PyTorch checkpoint"),
+    "demo_dataset": (lambda g, p: shutil.copy(g.demos, p), ALL,  # a whole zip: was "truncated or corrupt"
+                     r"is not a PyTorch checkpoint \(\d+ bytes\): it is a numpy \.npz archive \(a demo dataset\?\)"),
     "bare_tensor": (saved(torch.zeros(3)), ALL, r"holds a bare tensor, not a checkpoint"),
     "list": (saved([1, 2, 3]), ALL, r"holds a list, not a checkpoint"),
     "pickle_payload": (saved(lambda p: {"format_version": 1, "policy": Payload(p.with_suffix(".ran"))}), ALL,

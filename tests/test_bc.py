@@ -97,6 +97,23 @@ def test_a_clone_whose_loss_goes_non_finite_keeps_its_best_weights_or_says_it_di
     assert all(torch.isfinite(v).all() for v in policy.state_dict().values())  # the weights of step 4
 
 
+def test_default_output_names_never_replace_an_earlier_file(tmp_path, monkeypatch):
+    # collect_demos' default name holds the task and episode count, not the noise or seed: a second
+    # collection replaced the first; pretrain_bc's default clone name likewise
+    monkeypatch.chdir(tmp_path)
+    for noise in (0.0, 0.1):
+        assert run_main("collect_demos", "task=Reach", "demos.episodes=2", f"demos.noise={noise}").code == 0
+    first, second = DemoDataset.load("demos/Reach_2.npz"), DemoDataset.load("demos/Reach_2-2.npz")
+    assert (first.noise, second.noise) == (0.0, 0.1)
+    for _ in range(2):
+        assert run_main("pretrain_bc", "dataset=demos/Reach_2.npz", "bc.max_steps=2", "eval_seeds=0").code == 0
+    assert sorted(p.name for p in (tmp_path / "demos").glob("*.pt")) == ["Reach_2_bc_gaussian-2.pt",
+                                                                        "Reach_2_bc_gaussian.pt"]  # fmt: skip
+    out = run_main("pretrain_bc", "dataset=demos/Reach_2.npz", f"output={tmp_path}")  # a folder: refused first
+    assert out.code == 2 and out.error_lines == [f"error: output={str(tmp_path)!r} is invalid: it is a directory; "
+                                                 "give the checkpoint's file path"]  # fmt: skip
+
+
 def test_episode_split_holds_out_whole_episodes():
     train, val = split_episodes(10, 0.2, seed=0)
     assert len(val) == 2 and len(train) == 8 and not set(train) & set(val)

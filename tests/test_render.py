@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 import gymnasium
 import imageio.v3 as iio
@@ -276,6 +277,23 @@ def test_no_opengl_is_one_line_and_everything_else_runs(trained, tmp_path, monke
 def test_a_platform_that_cannot_render_here_is_named():
     reason = render.probe("glfw", timeout=30) if not os.environ.get("DISPLAY") else "skipped"
     assert reason is not None  # no display: GLFW cannot open a window
+
+
+def test_make_gifs_refuses_a_bad_size_or_run_in_one_line_before_any_work(tmp_path, monkeypatch, capsys):
+    import importlib.util
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("make_gifs", root / "scripts" / "make_gifs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for argv, message in [([str(tmp_path), "--size", "64"], "argument --size: '64' is not WIDTHxHEIGHT in even "
+                           "positive pixels"), ([str(tmp_path / "none")], "no checkpoint at ")]:  # fmt: skip
+        monkeypatch.setattr(sys, "argv", ["make_gifs.py", *argv, "--out", str(tmp_path / "gifs")])
+        with pytest.raises(SystemExit) as exit_:
+            module.main()
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert exit_.value.code == 2 and message in lines[-1] and "Traceback" not in "\n".join(lines)
+    assert not (tmp_path / "gifs").exists()
 
 
 @pytest.mark.parametrize(

@@ -501,8 +501,7 @@ def validate_eval(cfg: EvalConfig, train_cfg: TrainConfig | None = None) -> None
     _check(cfg.video <= cfg.n_seeds, "video", cfg.video,
            f"must be at most n_seeds={cfg.n_seeds}: it films evaluated seeds")  # fmt: skip
     _check(cfg.decode in (None, *DECODES), "decode", cfg.decode, f"must be null or one of {', '.join(DECODES)}")
-    if cfg.output:  # the per-seed JSON goes there after the evaluation: a folder there would lose it
-        _check(not Path(str(cfg.output)).is_dir(), "output", cfg.output, "is a directory; give the JSON file's path")
+    _check_output_file(cfg.output, "the JSON file's")
     if train_cfg is not None:
         _check(cfg.decode is None or train_cfg.policy.type == "tokenized", "decode", cfg.decode,
                f"applies to tokenized policies only; this checkpoint's policy is {train_cfg.policy.type}")  # fmt: skip
@@ -532,6 +531,12 @@ def validate_video(render: RenderConfig, key: str, value: int, env: EnvConfig | 
         raise ConfigError(f"{key}={value!r} cannot be done: {err}") from None
 
 
+def _check_output_file(output: str | None, what: str) -> None:
+    """`output=`, written after the work: a folder there would lose it, so it is refused first."""
+    if output:
+        _check(not Path(str(output)).is_dir(), "output", output, f"it is a directory; give {what} file path")
+
+
 def validate_collect(cfg: CollectDemosConfig) -> EnvConfig:
     """scripts/collect_demos.py's config (a `CollectDemosConfig` or the composed node) -> the env
     it collects on."""
@@ -542,6 +547,7 @@ def validate_collect(cfg: CollectDemosConfig) -> EnvConfig:
     env = env_config(cfg.env) if cfg.env is not None else EnvConfig(task=cfg.task)
     validate_env(env)
     check_values(cfg)
+    _check_output_file(cfg.output, "the dataset's")
     cores = usable_cores()
     _check(cfg.nthread is None or cfg.nthread <= cores, "nthread", cfg.nthread,
            f"must be in [1, {cores}] (the cores this process may use) or null (all of them)")  # fmt: skip
@@ -567,6 +573,7 @@ def validate_pretrain(cfg: PretrainConfig) -> EnvConfig | None:
     validate_bc(cfg.bc)
     check_values(cfg)
     validate_device(cfg.device)
+    _check_output_file(cfg.output, "the checkpoint's")
     if env is not None:
         train_cfg = TrainConfig(env=env, policy=cfg.policy, bc=cfg.bc, eval_seeds=max(cfg.eval_seeds, 1))
         check_memory(train_cfg, eval_seeds=cfg.eval_seeds, eval_key="eval_seeds", train=False)
