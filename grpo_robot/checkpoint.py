@@ -330,7 +330,7 @@ def build(record: Any, where: str) -> Policy:
             policy = build_policy(kind, obs_dim, action_dim, **kwargs)
     except Exception as err:
         raise CheckpointError(f"{where}: its policy record ({kind}, obs_dim={obs_dim}, action_dim={action_dim}, "
-                              f"kwargs={kwargs}) does not build: {_one_line(err)}") from None  # fmt: skip
+                              f"kwargs={kwargs}) does not build: {one_line(err)}") from None  # fmt: skip
     mismatch = state_dict_mismatch(state, policy.state_dict())
     if mismatch:
         raise CheckpointError(f"{where}: the policy weights do not fit the {kind} policy its record describes "
@@ -339,7 +339,7 @@ def build(record: Any, where: str) -> Policy:
     try:
         policy.load_state_dict(state)
     except Exception as err:
-        raise CheckpointError(f"{where}: the policy weights do not load: {_one_line(err)}") from None
+        raise CheckpointError(f"{where}: the policy weights do not load: {one_line(err)}") from None
     return policy
 
 
@@ -367,7 +367,7 @@ def _check_config(config: Any, path: Path) -> None:
     try:
         to_train_config(config)
     except Exception as err:
-        raise CheckpointError(f"{path}: its config is not a valid training config: {_one_line(err)}") from None
+        raise CheckpointError(f"{path}: its config is not a valid training config: {one_line(err)}") from None
 
 
 def _check_resume_state(ckpt: dict[str, Any], policy: Policy, path: str | Path) -> None:
@@ -419,7 +419,8 @@ def _check_run_state(ckpt: dict[str, Any], path: str | Path) -> None:
         raise CheckpointError(f"{path}: its target is not a record of the target success (a dict with 'reached')")
 
 
-def _one_line(err: BaseException) -> str:
+def one_line(err: BaseException) -> str:
+    """`Type: message` of an exception on one line (whitespace collapsed, at most 300 characters)."""
     text = " ".join(str(err).split())
     return f"{type(err).__name__}: {text[:300]}" if text else type(err).__name__
 

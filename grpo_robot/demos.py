@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from grpo_robot.batched import BatchedEnv
-from grpo_robot.checkpoint import atomic_file
+from grpo_robot.checkpoint import atomic_file, one_line
 from grpo_robot.config import EnvConfig, env_config_dict, env_name
 from grpo_robot.environment import check_identity, env_identity
 from grpo_robot.envs import Task, make_task, versioned
@@ -67,12 +67,6 @@ def check_finite(value: np.ndarray, lengths: np.ndarray, what: str) -> None:
         name = what.rsplit(": ", 1)[-1]
         raise DatasetError(f"{what}[{row}, {col}] is {value[row, col]} (episode {e}, step {step}); {name} must be "
                            "finite")  # fmt: skip
-
-
-def one_line(err: BaseException) -> str:
-    """`Type: message` of an exception on one line (whitespace collapsed, at most 300 characters)."""
-    text = " ".join(str(err).split())
-    return f"{type(err).__name__}: {text[:300]}" if text else type(err).__name__
 
 
 @dataclass

@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from grpo_robot.checkpoint import WriteError
+from grpo_robot.checkpoint import WriteError, one_line
 from grpo_robot.config import ConfigError, TrainConfig
 from grpo_robot.evaluation import EvalResult
 
@@ -259,9 +259,8 @@ class WandB(Hook):
                 config=trainer.state()["config"], settings=wandb.Settings(console="off", silent=True),
             )  # fmt: skip
         except Exception as err:  # noqa: BLE001  (no login, no network, a bad project or entity)
-            text = " ".join(str(err).split())[:300]
-            raise LoggerError(f"loggers=[...,wandb]: Weights & Biases could not start a run ({type(err).__name__}: "
-                              f"{text}); log in (`wandb login`, or WANDB_API_KEY), or set wandb.mode=offline") from None
+            raise LoggerError(f"loggers=[...,wandb]: Weights & Biases could not start a run ({one_line(err)}); log in "
+                              "(`wandb login`, or WANDB_API_KEY), or set wandb.mode=offline") from None
 
     def on_log(self, trainer: Trainer, scalars: dict[str, float], step: int) -> None:
         if self.run is None:

@@ -438,8 +438,8 @@ class Trainer:
                     hook.load_state_dict(hook_states[name])
                 except (KeyError, TypeError, ValueError) as err:  # a state of another layout
                     raise checkpoint.CheckpointError(f"{getattr(ckpt, 'path', 'the checkpoint')}: its state of the "
-                                                     f"{name} hook cannot be restored: {type(err).__name__}: "
-                                                     f"{' '.join(str(err).split())[:200]}") from None  # fmt: skip
+                                                     f"{name} hook cannot be restored: "
+                                                     f"{checkpoint.one_line(err)}") from None  # fmt: skip
         self.iteration, self.env_steps = int(ckpt["iteration"]), int(ckpt["env_steps"])
         self.best_eval = float(ckpt["best_eval"])
 
