@@ -414,6 +414,10 @@ def _check_run_state(ckpt: dict[str, Any], path: str | Path) -> None:
     hooks = ckpt.get("hooks")
     if hooks is not None and not (isinstance(hooks, dict) and all(isinstance(v, dict) for v in hooks.values())):
         raise CheckpointError(f"{path}: its hooks is not a state per hook (a dict of dicts)")
+    skipped = ckpt.get("skipped_in_a_row")
+    if skipped is not None and not (isinstance(skipped, numbers.Integral) and not isinstance(skipped, bool)
+                                    and skipped >= 0):  # fmt: skip
+        raise CheckpointError(f"{path}: its skipped_in_a_row={skipped!r} is not a count")
     target = ckpt.get("target")
     if target is not None and not (isinstance(target, dict) and isinstance(target.get("reached", False), bool)):
         raise CheckpointError(f"{path}: its target is not a record of the target success (a dict with 'reached')")

@@ -398,6 +398,7 @@ class Trainer:
             "config": self._config_record,
             "policy": checkpoint.policy_record(self.policy),
             "optimizer": self.learner.optimizer.state_dict(),
+            "skipped_in_a_row": self.learner.skipped_in_a_row,  # non-finite steps since the last good one
             "reference": None if reference is None else reference.state_dict(),
             "critic": None if self.critic is None else self.critic.value.state_dict(),
             "start_replay": None if self.sampler.replay is None else self.sampler.replay.state_dict(),
@@ -442,6 +443,7 @@ class Trainer:
                                                      f"{checkpoint.one_line(err)}") from None  # fmt: skip
         self.iteration, self.env_steps = int(ckpt["iteration"]), int(ckpt["env_steps"])
         self.best_eval = float(ckpt["best_eval"])
+        self.learner.skipped_in_a_row = int(ckpt.get("skipped_in_a_row") or 0)  # checkpoints before it: none
 
 
 def _copied(obj: Any) -> Any:

@@ -274,6 +274,18 @@ def test_a_non_finite_step_is_rolled_back_and_training_goes_on(tmp_path):
                .values())  # fmt: skip
 
 
+def test_a_resumed_run_goes_on_counting_the_non_finite_steps_in_a_row(tmp_path):
+    # the count that stops a diverged run was not saved: a resume started it again from 0
+    cfg = small_config(iterations=2, checkpoint_every=1)
+    cfg = replace(cfg, algo=replace(cfg.algo, max_skipped_steps=1000))
+    Trainer(cfg, tmp_path / "run", hooks=[InfiniteLearningRate(2, 2)]).run()  # every step of iteration 2 undone
+    steps = cfg.algo.epochs * cfg.algo.minibatches
+    assert state(tmp_path / "run" / "checkpoints" / "last.pt")["skipped_in_a_row"] == steps
+    resumed = Trainer(replace(cfg, iterations=3, resume=str(tmp_path / "run")), tmp_path / "resumed")
+    assert resumed.learner.skipped_in_a_row == steps
+    resumed.close()
+
+
 def test_non_finite_steps_in_a_row_stop_the_run_with_the_last_good_checkpoint(tmp_path):
     cfg = small_config(iterations=6, checkpoint_every=1)
     cfg = replace(cfg, algo=replace(cfg.algo, max_skipped_steps=3))
