@@ -80,6 +80,13 @@ class Hook:
         pass
 
 
+def policy_success(scalars: dict[str, float], default: float = 0.0) -> float:
+    """An iteration's training success as a measure of its policy: over every group drawn. Under
+    dynamic sampling `charts/train_success` covers the kept (mixed) groups only, which leave out
+    the all-success and all-failure ones; `charts/drawn_success` is the success before filtering."""
+    return float(scalars.get("charts/drawn_success", scalars.get("charts/train_success", default)))
+
+
 def eval_scalars(result: EvalResult) -> dict[str, float]:
     low, high = result.interval
     return {"charts/eval_success": result.rate, "charts/eval_success_low": low, "charts/eval_success_high": high}
@@ -136,7 +143,7 @@ class Evaluation(Hook):
             if record.iteration % self.every:
                 return
             gate = self.min_train_success
-            if gate is not None and record.scalars.get("charts/train_success", 1.0) < gate:
+            if gate is not None and policy_success(record.scalars, default=1.0) < gate:
                 return
         result = record.evaluation = trainer.evaluate()
         if self._reached(trainer, result):
@@ -399,7 +406,7 @@ class StartCurriculum(Hook):
 
     def after_iteration(self, trainer: Trainer, record: IterationRecord) -> None:
         record.scalars["charts/difficulty"] = self.difficulty
-        if self.difficulty < 1.0 and record.scalars["charts/train_success"] >= self.threshold:
+        if self.difficulty < 1.0 and policy_success(record.scalars) >= self.threshold:
             self.difficulty = min(1.0, round(self.difficulty + self.step, 12))  # lands on 1 exactly
             trainer.sampler.difficulty = self.difficulty
 

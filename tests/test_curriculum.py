@@ -129,6 +129,25 @@ def test_a_resumed_run_goes_on_from_the_difficulty_it_had_reached(tmp_path):
         Trainer(replace(cfg, resume=str(tmp_path / "first")), tmp_path / "fourth")
 
 
+def test_under_dynamic_sampling_the_curriculum_and_the_evaluation_gate_read_the_success_of_every_group():
+    # kept groups are the mixed ones: their success (here 0.5) is no measure of the policy, which
+    # succeeded in 10% of all the groups drawn; both read charts/train_success before
+    from grpo_robot.bench.tune import own_starts_success
+    from grpo_robot.hooks import Evaluation
+
+    scalars = {"charts/train_success": 0.5, "charts/drawn_success": 0.1}
+    trainer = SimpleNamespace(sampler=SimpleNamespace(difficulty=0.3), evaluate=None)
+    curriculum = StartCurriculum(0.3, 0.1, threshold=0.4)
+    curriculum.after_iteration(trainer, IterationRecord(1, 100, dict(scalars)))
+    assert curriculum.difficulty == 0.3
+    curriculum.after_iteration(trainer, IterationRecord(2, 200, {**scalars, "charts/drawn_success": 0.45}))
+    assert curriculum.difficulty == pytest.approx(0.4) and trainer.sampler.difficulty == curriculum.difficulty
+    record = IterationRecord(5, 500, dict(scalars))
+    Evaluation(5, None, False, min_train_success=0.3).after_iteration(trainer, record)  # gated: evaluate not called
+    assert record.evaluation is None
+    assert own_starts_success(scalars) == 0.1
+
+
 FIELD = r"algo\.curriculum\."
 
 

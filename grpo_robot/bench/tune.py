@@ -315,7 +315,9 @@ def own_starts_success(scalars: dict[str, float]) -> float | None:
     None where it ran on a curriculum's easier starts (`charts/difficulty` below 1)."""
     if scalars.get("charts/difficulty", 1.0) < 1.0:
         return None
-    return float(scalars.get("charts/train_success", 0.0))
+    from grpo_robot.hooks import policy_success
+
+    return policy_success(scalars)  # over every group drawn, under dynamic sampling too
 
 
 def train_one(space: Space, cfg, run_dir: Path) -> dict:

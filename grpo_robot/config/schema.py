@@ -196,7 +196,7 @@ class CurriculumConfig:
 
     start: float | None = None  # the first difficulty, in (0, 1); null = off (the task's own starts)
     step: float = 0.05  # added to the difficulty after each iteration at or above `threshold`
-    threshold: float = 0.4  # an iteration's training success that makes the next one harder
+    threshold: float = 0.4  # an iteration's training success (of every group drawn) that makes the next one harder
 
 
 @dataclass
@@ -368,7 +368,7 @@ class TrainConfig:
     max_env_steps: int | None = None  # stop once this many env steps were simulated (fair budgets)
     time_limit_min: float | None = None  # stop training early after this many minutes (this process's: resumed, anew)
     eval_every: int = 25  # iterations between evaluations (and at the end)
-    # skip a due evaluation while that iteration's training success is below this (the final one
+    # skip a due evaluation while that iteration's training success (of every group drawn) is below this (the final one
     # always runs); training is the same either way, only evaluation time is saved; null = never skip
     eval_min_train_success: float | None = None
     eval_seeds: int = 200  # held-out seeds per evaluation
