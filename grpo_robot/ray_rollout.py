@@ -225,9 +225,8 @@ class RaySampler(GroupSampler):
             except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError) as err:
                 self._failed(k, it, _one_line(err))
                 pending[submit(k)] = (k, time.perf_counter())  # the same seeds and streams again
-            except ray.exceptions.RayTaskError as err:  # the rollout raised there (every world failed, say):
-                self.close()  # as it raises here, with its own one-line message, not Ray's remote traceback
-                cause = getattr(err, "cause", None)
+            except ray.exceptions.RayTaskError as err:  # the rollout raised there (every world failed, say): as it
+                cause = getattr(err, "cause", None)  # raises here, its own one line, not Ray's remote traceback
                 if isinstance(cause, Exception):
                     raise cause from None
                 raise RolloutError(f"rollout worker {k} failed at iteration {it}: {_one_line(err)}") from None
