@@ -17,9 +17,22 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from grpo_robot import rundir
-from grpo_robot.config import ConfigError, register_configs, renamed_key_error, to_train_config
+from grpo_robot.config import (
+    CollectDemosConfig,
+    ConfigError,
+    EvalConfig,
+    PretrainConfig,
+    TrainConfig,
+    register_configs,
+    renamed_key_error,
+    to_train_config,
+    whole_number_overrides,
+)
 
 CONF_DIR = str(files("grpo_robot.conf"))  # conf/ of the source tree, installed as grpo_robot.conf
+# each command's config (conf/<name>.yaml) -> its schema
+SCHEMAS = {"config": TrainConfig, "evaluate": EvalConfig, "collect_demos": CollectDemosConfig,
+           "pretrain_bc": PretrainConfig}  # fmt: skip
 
 
 def _fail(message: str, code: int = 2) -> None:
@@ -109,7 +122,6 @@ def _train(cfg: DictConfig) -> float | None:
 def _evaluate(cfg: DictConfig) -> None:
 
     from grpo_robot import checkpoint
-    from grpo_robot.config import TrainConfig
     from grpo_robot.config.validate import validate_eval
     from grpo_robot.device import resolve_device
     from grpo_robot.environment import make_eval_env
@@ -313,7 +325,7 @@ def compose_config(*overrides: str) -> DictConfig:
 
     register_configs()
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        return compose("config", overrides=list(overrides))
+        return compose("config", overrides=whole_number_overrides(list(overrides)))
 
 
 def _precompose(config_name: str, overrides: list[str]) -> list[DictConfig]:
@@ -489,7 +501,9 @@ def _run(config_name: str, task) -> None:
     from grpo_robot.config.errors import hydra_error_line
 
     register_configs()
-    args = sys.argv[1:]
+    wholes = whole_number_overrides(sys.argv[1:], SCHEMAS[config_name])
+    args = [a if a.startswith("-") else b for a, b in zip(sys.argv[1:], wholes, strict=True)]
+    sys.argv = [sys.argv[0], *args]
     renamed = renamed_key_error(args)
     if renamed:
         _fail(renamed)

@@ -18,7 +18,7 @@ import pytest
 from cli_harness import run_main
 from omegaconf import OmegaConf
 
-from grpo_robot.cli import CONF_DIR, compose_config, compose_train_config
+from grpo_robot.cli import CONF_DIR, SCHEMAS, compose_config, compose_train_config
 from grpo_robot.config import (
     AlgoConfig,
     ConfigError,
@@ -29,6 +29,7 @@ from grpo_robot.config import (
     validate_collect,
     validate_eval,
     validate_pretrain,
+    whole_number_overrides,
 )
 from grpo_robot.config.validate import check_memory, estimate_memory
 from grpo_robot.machine import available_memory, usable_cores
@@ -307,7 +308,7 @@ def compose(config_name: str, *overrides: str):
 
     register_configs()
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        return hydra_compose(config_name, overrides=list(overrides))
+        return hydra_compose(config_name, overrides=whole_number_overrides(list(overrides), SCHEMAS[config_name]))
 
 
 @pytest.mark.parametrize(
@@ -411,6 +412,21 @@ def test_a_preset_built_on_another_keeps_the_base_and_yields_to_the_command_line
             "demos.episodes"} <= touched  # fmt: skip
     assert "algo.kl.beta" in touched  # the base chooses the whole algo group (algo=grpo_from_clone_push)
     assert "rollout.backend" not in touched and "device" not in touched and "eval_seeds" not in touched
+
+
+def test_a_whole_number_in_float_notation_sets_an_integer_key():
+    """`max_env_steps=6e6` is 6000000 (Hydra reads it as a float, which an int field refused);
+    a fraction is still refused, in one line naming the key; a float key keeps its float."""
+    cfg = compose_train_config("max_env_steps=6e6", "algo.groups_per_iter=1.6e1", "env.horizon=100.0", "algo.lr=1e-3")
+    assert (cfg.max_env_steps, cfg.algo.groups_per_iter, cfg.env.horizon, cfg.algo.lr) == (6_000_000, 16, 100, 1e-3)
+    assert type(cfg.max_env_steps) is int and type(cfg.env.horizon) is int
+    out = run_main("train", "max_env_steps=2.5e0")
+    assert (out.code, out.error_lines) == (2, ["error: max_env_steps='2.5e0' is invalid: must be a whole number, "
+                                               "e.g. 2048 or 6e6"])  # fmt: skip
+    out = run_main("train", "env.horizon=x")
+    assert out.error_lines == ["error: env.horizon='x' is invalid: must be a whole number, e.g. 2048 or 6e6"]
+    assert compose("evaluate", "checkpoint=x.pt", "n_seeds=1e3").n_seeds == 1000
+    assert compose("pretrain_bc", "dataset=x.npz", "bc.max_steps=2e3").bc.max_steps == 2000
 
 
 def test_the_other_commands_accept_their_edge_values():

@@ -36,13 +36,12 @@ def _schema_keys(path: str) -> list[str]:
     import dataclasses
 
     from grpo_robot.config import schema
+    from grpo_robot.config.store import schema_field
 
-    node: Any = schema.TrainConfig
-    for part in path.split(".") if path else []:
-        field = next((f for f in dataclasses.fields(node) if f.name == part), None)
-        node = getattr(schema, str(field.type), None) if field is not None else None
-        if node is None or not dataclasses.is_dataclass(node):
-            return []
+    field = schema_field(path) if path else None
+    node: Any = getattr(schema, str(field.type), None) if field is not None else schema.TrainConfig
+    if path and field is None or not dataclasses.is_dataclass(node):
+        return []
     return ["import" if f.name == "imports" else f.name for f in dataclasses.fields(node)]
 
 
@@ -73,11 +72,15 @@ def _full_key(err: BaseException) -> str | None:
     return m.group(1) if m else None
 
 
-def _reason(line: str) -> str:
+def value_reason(line: str) -> str:
     """OmegaConf's reason without the value it repeats."""
     reason = re.sub(r"^Value '.*?' (of type '[\w.]+' )?", "", line).rstrip(".")
     if "is not a valid bool" in reason:
         return "must be true or false"
+    if reason == "could not be converted to Integer":
+        return "must be a whole number, e.g. 2048 or 6e6"
+    if reason == "could not be converted to Float":
+        return "must be a number, e.g. 0.5 or 3e-4"
     return reason
 
 
@@ -86,7 +89,7 @@ def one_line(err: BaseException, prefix: str = "") -> str:
     node to its dataclass); `prefix` is the path of that node."""
     _, lines = _details(err)
     key = _full_key(err)
-    reason = _reason(lines[0]) if lines else type(err).__name__
+    reason = value_reason(lines[0]) if lines else type(err).__name__
     if "Missing mandatory value" in reason and key:
         return f"{prefix}{key} is missing: give {prefix}{key}=..."
     return f"{prefix}{key} is invalid: {reason}" if key else reason
@@ -166,7 +169,7 @@ def hydra_error_line(err: BaseException, base: Any = None, overrides: list[str] 
     if m:  # a value that does not fit the key: algo.lr=abc, algo.lr=null, algo.clip=3, ~algo.lr
         override = m.group(1)
         key, _, value = override.partition("=")
-        reason = _reason(next((line for line in lines[1:]), "wrong type"))
+        reason = value_reason(next((line for line in lines[1:]), "wrong type"))
         if key.startswith("~") or "does not support deletion" in reason:
             key = key.lstrip("~")
             return f"~{key} is invalid: {key} is a key of the schema and cannot be removed; set it instead: {key}=..."

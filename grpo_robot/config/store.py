@@ -4,14 +4,17 @@ config (older saved key names are renamed on the way in), and back to plain cont
 from __future__ import annotations
 
 import dataclasses
+import decimal
 import difflib
 import functools
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
+from grpo_robot.config.errors import value_reason
 from grpo_robot.config.schema import (
     ENV_KEY_ALIASES,
     CollectDemosConfig,
@@ -51,6 +54,44 @@ def renamed_key_error(overrides: list[str]) -> str | None:
             new = RENAMED_KEYS[key]
             return f"{key} was removed" if new is None else f"{key} is now {new} (e.g. {new}=...)"
     return None
+
+
+def schema_field(path: str, root: type = TrainConfig) -> dataclasses.Field | None:
+    """The schema's field at dotted `path` below the config class `root`, or None where there is
+    none (an unknown key, or one below an untyped node such as a Gymnasium env's kwargs)."""
+    from grpo_robot.config import schema
+
+    node: Any = root
+    field = None
+    for part in path.split("."):
+        if not dataclasses.is_dataclass(node):
+            return None
+        field = next((f for f in dataclasses.fields(node) if f.name == part), None)
+        if field is None:
+            return None
+        node = getattr(schema, str(field.type), None)
+    return field
+
+
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def whole_number_overrides(overrides: list[str], root: type = TrainConfig) -> list[str]:
+    """`overrides` with a whole number written as a float (`max_env_steps=6e6`, `=2048.0`) given
+    as an integer where the schema's field is an int: Hydra reads `6e6` as a float, which an int
+    field refuses. Any other override is left as it is (`algo.groups_per_iter=2.5` is then
+    refused as not an integer)."""
+    out = []
+    for override in overrides:
+        key, eq, value = override.partition("=")
+        value = value.strip()
+        if eq and _NUMBER.fullmatch(value) and not value.lstrip("+-").isdigit():
+            field = schema_field(key.lstrip("+"), root)
+            number = decimal.Decimal(value)
+            if field is not None and str(field.type).split(" |")[0] == "int" and number == number.to_integral_value():
+                override = f"{key}={int(number)}"
+        out.append(override)
+    return out
 
 
 def migrate(values: dict[str, Any]) -> dict[str, Any]:
@@ -119,7 +160,7 @@ def env_config(node: Any) -> EnvConfig:
         return OmegaConf.to_object(OmegaConf.merge(_schema(EnvConfig), values))  # type: ignore[return-value]
     except Exception as err:  # omegaconf's ValidationError: a value of the wrong type
         key = getattr(err, "full_key", "") or "?"
-        reason = str(err).splitlines()[0]
+        reason = value_reason(str(err).splitlines()[0])
         raise ConfigError(f"env.{key}={values.get(key)!r} is invalid: {reason}") from None
 
 
