@@ -151,13 +151,15 @@ def _evaluate(cfg: DictConfig) -> None:
         generator,
         train_cfg.env.outcome == "final_step",
     )
-    mode = "deterministic" if cfg.deterministic else "stochastic"
-    if cfg.deterministic and cfg.decode is not None:
-        mode += f"_{cfg.decode}"
-    output = Path(cfg.output) if cfg.output else path.with_name(f"{path.stem}_eval_{cfg.n_seeds}_{mode}.json")
+    mode, output, folder = eval_outputs(cfg, path)
     env.close()
     task = getattr(env, "task_id", env.name)  # a built-in task's version (PushCube-v2); a Gymnasium id as it is
-    record = {"checkpoint": str(path), "task": task, "mode": mode, **result.to_json()}
+    record = {"checkpoint": str(path), "task": task, "mode": mode, "deterministic": bool(cfg.deterministic)}
+    if not cfg.deterministic:
+        record["seed"] = int(cfg.seed)  # the sampling seed: the same seed samples the same episodes
+    elif getattr(policy, "decode", None) is not None:
+        record["decode"] = policy.decode  # a tokenized policy's deterministic action
+    record.update(result.to_json())
     try:
         checkpoint.write_text_atomic(output, json.dumps(record, indent=1))
     except OSError as err:
@@ -165,8 +167,19 @@ def _evaluate(cfg: DictConfig) -> None:
     print(f"{task}, {mode}, {path}: {result.summary()}")
     print(f"per-seed outcomes: {output}")
     if cfg.video:
-        folder = Path(cfg.video_dir) if cfg.video_dir else path.with_name(f"{path.stem}_videos")
         _film(cfg, train_cfg, policy, result, device, folder)
+
+
+def eval_outputs(cfg, path: Path) -> tuple[str, Path, Path]:
+    """`scripts/evaluate.py`'s mode (`deterministic`, `deterministic_median`, `stochastic_seed3`),
+    per-seed JSON and video folder for the checkpoint at `path`: the mode names the outputs next
+    to the checkpoint, so that evaluations that differ do not replace each other's."""
+    mode = "deterministic" if cfg.deterministic else f"stochastic_seed{cfg.seed}"
+    if cfg.deterministic and cfg.decode is not None:
+        mode += f"_{cfg.decode}"
+    output = Path(cfg.output) if cfg.output else path.with_name(f"{path.stem}_eval_{cfg.n_seeds}_{mode}.json")
+    videos = f"{path.stem}_videos" if mode == "deterministic" else f"{path.stem}_videos_{mode}"
+    return mode, output, Path(cfg.video_dir) if cfg.video_dir else path.with_name(videos)
 
 
 def _film(cfg: DictConfig, train_cfg, policy, result, device, folder: Path) -> None:

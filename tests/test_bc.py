@@ -2,6 +2,7 @@
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -283,7 +284,36 @@ def test_evaluate_decodes_a_tokenized_checkpoint_as_asked(tmp_path):
         name = "deterministic" if decode is None else f"deterministic_{decode}"
         record = json.loads((tmp_path / f"{path.stem}_eval_20_{name}.json").read_text())
         assert record["mode"] == name and record["n"] == 20
+        assert (record["deterministic"], record["decode"]) == (True, decode or "mode")  # the decode it used
     assert checkpoint.load(path)["policy"]["kwargs"]["decode"] == "mode"  # the override is not written back
+    # sampled evaluations with two sampling seeds keep two records, each naming its seed
+    for seed in (0, 1):
+        out = run_main("evaluate", f"checkpoint={path}", "n_seeds=20", "deterministic=false", f"seed={seed}")
+        assert out.code == 0, out.stderr
+    records = [json.loads((tmp_path / f"{path.stem}_eval_20_stochastic_seed{s}.json").read_text()) for s in (0, 1)]
+    assert [(r["mode"], r["seed"], r["deterministic"]) for r in records] == [
+        ("stochastic_seed0", 0, False), ("stochastic_seed1", 1, False)]  # fmt: skip
+    assert "decode" not in records[0]  # a sampled action has no decode
+
+
+def test_evaluations_that_differ_name_their_outputs_apart():
+    from types import SimpleNamespace
+
+    from grpo_robot.cli import eval_outputs
+
+    path = Path("/r/checkpoints/best.pt")
+
+    def names(**given):
+        cfg = SimpleNamespace(**{"deterministic": True, "decode": None, "seed": 0, "n_seeds": 200, "output": None,
+                                 "video_dir": None, **given})  # fmt: skip
+        mode, output, videos = eval_outputs(cfg, path)
+        return mode, output.name, videos.name
+
+    assert names() == ("deterministic", "best_eval_200_deterministic.json", "best_videos")  # as README.md says
+    assert names(decode="median")[1:] == ("best_eval_200_deterministic_median.json", "best_videos_deterministic_median")
+    assert names(deterministic=False, seed=3, decode="mean") == (
+        "stochastic_seed3", "best_eval_200_stochastic_seed3.json", "best_videos_stochastic_seed3")  # fmt: skip
+    assert names(output="/x/e.json", video_dir="/x/v")[1:] == ("e.json", "v")
 
 
 def test_demo_scripts_then_training_from_the_clone(tmp_path, monkeypatch):
