@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -184,6 +185,17 @@ def _dataset(episodes: list[tuple[np.ndarray, np.ndarray, int]], ident: dict[str
     return data
 
 
+def _numbered(group: Any, prefix: str, where: str) -> list[str]:
+    """The names in `group` that start with `prefix` (`episode_`, `demo`), in the order of the
+    number they end in (`demo_2` before `demo_10`); a name without one raises `DatasetError`."""
+    names = [k for k in group if k.startswith(prefix)]
+    bad = next((k for k in names if not re.fullmatch(r".*?_?(\d+)", k[len(prefix):] or "x")), None)
+    if bad is not None:
+        pattern = f"{prefix}<i>" if prefix.endswith("_") else f"{prefix}_<i>"
+        raise DatasetError(f"{where}/{bad}: an episode group is named {pattern}, with i its number")
+    return sorted(names, key=lambda k: int(re.findall(r"\d+", k)[-1]))
+
+
 def _minari(f: Any, main: Path, cfg: EnvConfig, env: Any) -> DemoDataset:
     """Minari's HDF5 layout: `episode_<i>/observations` (T + 1 rows: the last observation too, a
     group per Dict key), `episode_<i>/actions` (T rows), attributes `seed`, `total_steps`; the env in
@@ -191,7 +203,7 @@ def _minari(f: Any, main: Path, cfg: EnvConfig, env: Any) -> DemoDataset:
     where = str(main)
     keys = getattr(env, "obs_keys", None)
     episodes = []
-    for name in sorted((k for k in f if k.startswith("episode_")), key=lambda k: int(k.split("_")[1])):
+    for name in _numbered(f, "episode_", where):
         group = f[name]
         if "observations" not in group:
             raise DatasetError(f"{where}/{name} lacks 'observations' (it holds {', '.join(group) or 'nothing'})")
@@ -229,7 +241,7 @@ def _robomimic(f: Any, main: Path, cfg: EnvConfig, env: Any) -> DemoDataset:
     keys = getattr(env, "obs_keys", None)
     data = f["data"]
     episodes = []
-    for name in sorted((k for k in data if k.startswith("demo")), key=lambda k: int(k.rsplit("_", 1)[-1])):
+    for name in _numbered(data, "demo", f"{where}/data"):
         group = data[name]
         if "obs" not in group:
             raise DatasetError(f"{where}/data/{name} lacks 'obs' (it holds {', '.join(group) or 'nothing'})")

@@ -612,6 +612,8 @@ MINARI_VARIANTS = {
                              r"different numbers of rows|10 observations for 50 actions"),
     "metadata_not_json": (lambda p: (p / "data" / "metadata.json").write_text("{broken"),
                           r"metadata\.json is not valid JSON"),
+    "episode_name_without_number": (_h5(lambda f: f.move("episode_3", "episode_x")),
+                                    r"episode_x: an episode group is named episode_<i>, with i its number"),
     "no_episodes": (_h5(lambda f: [f.__delitem__(k) for k in list(f)]),
                     r"neither the Minari layout .* nor the robomimic layout"),
 }  # fmt: skip
@@ -669,6 +671,8 @@ ROBOMIMIC_VARIANTS = {
     "nan_action": (lambda f: f["data/demo_0/actions"].__setitem__((2, 6), np.nan), r"actions\[2, 6\] is nan"),
     "env_args_not_json": (lambda f: f["data"].attrs.__setitem__("env_args", "{oops"),
                           r"data\.attrs\['env_args'\] is not valid JSON"),
+    "demo_name_without_number": (lambda f: f.move("data/demo_1", "data/demo_b"),
+                                 r"data/demo_b: an episode group is named demo_<i>, with i its number"),
     "no_demos": (lambda f: [f.__delitem__(f"data/{k}") for k in list(f["data"])], r"holds no demo_\* episodes"),
 }  # fmt: skip
 
