@@ -12,11 +12,13 @@ of workers.
 What travels: the config (env, policy sizes) when a worker starts, the weights per draw, the
 seeds of its slice; the batch comes back. Env objects never travel: each worker builds its own.
 
-Faults: a worker whose process dies is restarted by Ray (the actor's `max_restarts`) and its
-slice is collected again from the same seeds and streams, so the result is unchanged; one that
+Faults: a worker whose process dies (or whose node, or the slice's result, is lost) is restarted
+by Ray (the actor's `max_restarts`) and its slice is collected again from the same seeds and
+streams, so the result is unchanged; one that
 takes longer than `rollout.worker_timeout_s` is killed and restarted the same way. After
 `rollout.max_restarts` such failures in a run, `RolloutError` (one line) ends the run, its last
-completed iteration saved.
+completed iteration saved. A worker that runs another grpo_robot version than the learner is
+refused when it starts; other library versions (MuJoCo, torch, numpy, Python) are a warning.
 """
 
 from __future__ import annotations
@@ -70,6 +72,9 @@ class RolloutWorker:
 
     def pid(self) -> int:
         return os.getpid()
+
+    def versions(self) -> dict[str, str]:
+        return versions()
 
     def node(self) -> str:
         """The id of the Ray node this worker runs on."""
@@ -165,9 +170,17 @@ class RaySampler(GroupSampler):
         try:
             self.pids = ray.get([w.pid.remote() for w in self.workers], timeout=start_up)
             self.nodes = ray.get([w.node.remote() for w in self.workers], timeout=start_up)
+            theirs = ray.get([w.versions.remote() for w in self.workers], timeout=start_up)
         except Exception as err:  # noqa: BLE001  (a worker that cannot build its env)
             self.close()
             raise ValueError(f"rollout.backend=ray: a worker could not start: {_one_line(err)}") from None
+        for k, other in enumerate(theirs):
+            error, warning = version_difference(versions(), other, f"rollout worker {k} (node {self.nodes[k][:8]})")
+            if error:
+                self.close()
+                raise ValueError(f"rollout.backend=ray: {error}")
+            if warning:
+                log.warning("%s", warning)
 
     def _check_cpus(self, workers: int, cpus_per_worker: float, groups: int) -> None:
         """Workers that this Ray's CPUs cannot all hold would wait for them until the start-up
@@ -194,6 +207,10 @@ class RaySampler(GroupSampler):
 
     def draw(self, policy: Policy, it: int, round_: int = 0) -> Batch:
         import ray
+
+        # a worker's slice lost with its process or its node: restart it, collect the slice again
+        lost = (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.ObjectLostError,
+                ray.exceptions.NodeDiedError, ray.exceptions.OutOfMemoryError)  # fmt: skip
 
         groups = self.group_starts(it, round_)
         seeds = group_seeds(groups, self.group_size)
@@ -222,7 +239,7 @@ class RaySampler(GroupSampler):
             k, _ = pending.pop(ref)
             try:
                 results[k] = ray.get(ref)
-            except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError) as err:
+            except lost as err:
                 self._failed(k, it, _one_line(err))
                 pending[submit(k)] = (k, time.perf_counter())  # the same seeds and streams again
             except ray.exceptions.RayTaskError as err:  # the rollout raised there (every world failed, say): as it
@@ -279,6 +296,31 @@ class RaySampler(GroupSampler):
         if self.started_ray and ray.is_initialized():
             ray.shutdown()
         self.started_ray = False
+
+
+def versions() -> dict[str, str]:
+    """What a rollout depends on, by version: this package, Python and the libraries that compute
+    the batch (physics, sampling)."""
+    import mujoco
+
+    import grpo_robot
+
+    return {"grpo_robot": grpo_robot.__version__, "python": ".".join(map(str, sys.version_info[:2])),
+            "torch": torch.__version__, "numpy": np.__version__, "mujoco": mujoco.__version__}  # fmt: skip
+
+
+def version_difference(mine: dict[str, str], theirs: dict[str, str], who: str) -> tuple[str | None, str | None]:
+    """(an error, a warning) for a worker whose versions differ from the learner's: another
+    grpo_robot is an error (its rollout may not be this one's); another Python, torch, numpy or
+    MuJoCo a warning, since the batches then differ from the local backend's (physics, sampling)."""
+    if theirs.get("grpo_robot") != mine["grpo_robot"]:
+        return (f"{who} runs grpo_robot {theirs.get('grpo_robot')}, this process {mine['grpo_robot']}; install "
+                f"the same version on every node"), None  # fmt: skip
+    differ = [f"{name} {theirs.get(name)} (here {mine[name]})" for name in mine if theirs.get(name) != mine[name]]
+    if not differ:
+        return None, None
+    return None, (f"{who} runs {', '.join(differ)}: its batches may differ from what the local backend would "
+                  f"collect")  # fmt: skip
 
 
 def _to(batch: Batch, device: torch.device) -> Batch:

@@ -130,13 +130,51 @@ class KillWorker(Hook):
             threading.Timer(self.delay, os.kill, (self.killed, signal.SIGKILL)).start()
 
 
-def test_a_killed_worker_is_replaced_and_the_result_is_unchanged(local_ray, tmp_path):
-    cfg = small_config(iterations=3)
+class LoseResult(Hook):
+    """After iteration `at`, the next slice result fetched raises `error` (a node lost with it)."""
+
+    def __init__(self, at: int, error: Exception, monkeypatch) -> None:
+        import ray
+
+        self.at, self.error, self.armed, self.lost = at, error, False, 0
+        real = ray.get
+
+        def get(refs, *args, **kwargs):
+            if self.armed and not isinstance(refs, list):  # the draw's fetch of one slice's batch
+                self.armed, self.lost = False, self.lost + 1
+                raise self.error
+            return real(refs, *args, **kwargs)
+
+        monkeypatch.setattr(ray, "get", get)
+
+    def after_iteration(self, trainer, record):
+        self.armed = self.armed or record.iteration == self.at
+
+
+def test_a_killed_worker_or_a_lost_result_is_replaced_and_the_result_is_unchanged(local_ray, tmp_path, monkeypatch):
+    import ray
+
+    cfg = small_config(iterations=4)
     undisturbed, *_ = train(on(cfg, "local"), tmp_path / "undisturbed")  # what Ray gives undisturbed (above)
-    hook = KillWorker(at=1, delay=0.05)
-    disturbed, summary, trainer = train(on(cfg, "ray", 2), tmp_path / "disturbed", hooks=[hook])
-    assert trainer.sampler.failures == 1 and summary["stopped"] == "iterations"
+    kill = KillWorker(at=1, delay=0.05)
+    lose = LoseResult(2, ray.exceptions.ObjectLostError("00" * 28, None, "draw"), monkeypatch)
+    disturbed, summary, trainer = train(on(cfg, "ray", 2), tmp_path / "disturbed", hooks=[kill, lose])
+    assert (trainer.sampler.failures, lose.lost, summary["stopped"]) == (2, 1, "iterations")
     assert same(undisturbed, disturbed)
+
+
+def test_a_worker_on_another_version_is_refused_and_other_libraries_warned_of():
+    from grpo_robot.ray_rollout import version_difference, versions
+
+    mine = versions()
+    assert set(mine) == {"grpo_robot", "python", "torch", "numpy", "mujoco"} and all(mine.values())
+    assert version_difference(mine, dict(mine), "worker 0") == (None, None)
+    error, warning = version_difference(mine, {**mine, "grpo_robot": "0.0.9"}, "rollout worker 1 (node ab12cd34)")
+    assert warning is None and error == (f"rollout worker 1 (node ab12cd34) runs grpo_robot 0.0.9, this process "
+                                         f"{mine['grpo_robot']}; install the same version on every node")  # fmt: skip
+    error, warning = version_difference(mine, {**mine, "mujoco": "3.3.7"}, "worker 0")
+    assert error is None and warning == (f"worker 0 runs mujoco 3.3.7 (here {mine['mujoco']}): its batches may "
+                                         f"differ from what the local backend would collect")  # fmt: skip
 
 
 def test_a_worker_that_keeps_hanging_stops_the_run_with_its_last_iteration(local_ray, tmp_path):
