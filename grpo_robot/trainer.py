@@ -414,8 +414,14 @@ class Trainer:
         return self.run_dir / "checkpoints" / f"{name}.pt"
 
     def save(self, name: str) -> Path:
+        """`checkpoints/<name>.pt` of the state now. `last.pt` becomes the boundary as well: what
+        a stop rolls back to is never older than the `last.pt` already written (a second Ctrl-C
+        in the hooks after the `Checkpoints` hook used to write the iteration before over it)."""
         path = self.run_dir / "checkpoints" / f"{name}.pt"
-        checkpoint.save_atomic(self.state(), path)
+        state = self.state()
+        checkpoint.save_atomic(state, path)
+        if name == "last":
+            self._boundary = _copied(state)
         return path
 
     def _restore(self, ckpt: dict[str, Any]) -> None:

@@ -260,6 +260,31 @@ class InfiniteLearningRate(Hook):
         trainer.learner.cfg.lr = lr
 
 
+class TwoSignalsLate(Hook):
+    """Two SIGINTs in this process at iteration `at`, in a hook after the one that saves `last.pt`."""
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+
+    def after_iteration(self, trainer, record):
+        if record.iteration == self.at:
+            signal.raise_signal(signal.SIGINT)  # the first: stop at the end of the iteration
+            signal.raise_signal(signal.SIGINT)  # the second: abandon at once
+
+
+def test_a_second_signal_after_the_checkpoint_keeps_that_checkpoint_and_the_resume_is_exact(tmp_path):
+    cfg = small_config(iterations=3, checkpoint_every=1)
+    summary = Trainer(cfg, tmp_path / "stopped", hooks=[TwoSignalsLate(2)]).run()
+    saved = state(tmp_path / "stopped" / "checkpoints" / "last.pt")
+    # iteration 2's checkpoint was written before the signals came; the stop kept it (it wrote 1 over it)
+    assert (summary["stopped"], summary["iterations"], saved["iteration"]) == ("signal", 2, 2)
+    Trainer(replace(cfg, resume=str(tmp_path / "stopped")), tmp_path / "stopped").run()
+    Trainer(cfg, tmp_path / "whole").run()
+    resumed, whole = (state(tmp_path / r / "checkpoints" / "last.pt") for r in ("stopped", "whole"))
+    assert resumed["iteration"] == whole["iteration"] == 3
+    assert all(torch.equal(resumed["policy"]["state_dict"][k], v) for k, v in whole["policy"]["state_dict"].items())
+
+
 def test_a_non_finite_step_is_rolled_back_and_training_goes_on(tmp_path):
     cfg = small_config(iterations=4)
     cfg = replace(cfg, algo=replace(cfg.algo, max_skipped_steps=1000))
