@@ -204,3 +204,29 @@ def uniform(generator: NoiseSource, shape: Sequence[int], **kwargs) -> torch.Ten
     if isinstance(generator, (WorldRows, CorrelatedDraws)):
         return generator.rand(shape, **kwargs)
     return torch.rand(tuple(shape), generator=generator, **kwargs)
+
+
+def correlated(generator: NoiseSource) -> bool:
+    """Whether `generator`'s draws are correlated in time (a `CorrelatedDraws`, or rows of one)."""
+    while True:
+        if isinstance(generator, CorrelatedDraws):
+            return True
+        if isinstance(generator, _SharedRows):
+            generator = generator.source.generator
+        elif isinstance(generator, WorldRows):
+            generator = generator.generator
+        else:
+            return False
+
+
+def uniform_columns(generator: NoiseSource, shape: Sequence[int], **kwargs) -> torch.Tensor:
+    """Uniform draws of `shape` (`[worlds, ..., n, 1]`) for n choices made one after another in
+    one control step (an autoregressive decode). A source correlated in time gives them in one
+    draw, so that choice i of a step continues choice i of the step before (n draws of one
+    shape would chain the step's choices to each other instead); any other source gives n draws
+    of `[worlds, ..., 1, 1]` in turn, as a decode that draws as it goes would."""
+    shape = tuple(shape)
+    if correlated(generator):
+        return uniform(generator, shape, **kwargs)
+    one = (*shape[:-2], 1, shape[-1])
+    return torch.cat([uniform(generator, one, **kwargs) for _ in range(shape[-2])], dim=-2)

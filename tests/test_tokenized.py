@@ -160,6 +160,28 @@ def test_autoregressive_decoding_computes_the_trunk_once_and_samples_as_before(d
     assert torch.equal(action, policy.centres[expected])
 
 
+@pytest.mark.parametrize("head", ["factorized", "autoregressive"])
+def test_noise_correlated_in_time_keeps_each_dimension_and_leaves_the_dimensions_of_a_step_apart(head):
+    """`algo.noise_correlation`: token d of a step continues token d of the step before, and the
+    tokens of one step stay as independent as the policy makes them. The autoregressive head's
+    D draws of one shape per step once chained its dimensions to each other (corr 0.89 between
+    dimensions 0 and 1 at rho 0.9), and each dimension over time only by rho^D."""
+    import numpy as np
+
+    from grpo_robot.seeding import CorrelatedDraws, WorldRows
+
+    torch.manual_seed(0)
+    policy = TokenizedPolicy(6, 3, bins=32, head=head, hidden_sizes=[16], obs_norm=False)
+    obs = torch.zeros(4000, 6)  # one state: the policy's own tokens are independent across dimensions
+    for source in (CorrelatedDraws(torch.Generator().manual_seed(1), 0.9),
+                   WorldRows(CorrelatedDraws(torch.Generator().manual_seed(1), 0.9), 0, 4000, 4000)):  # fmt: skip
+        steps = [policy.sample(obs, source)[0].double().numpy() for _ in range(3)]
+        within = abs(np.corrcoef(steps[0][:, 0], steps[0][:, 1])[0, 1])
+        over_time = [np.corrcoef(steps[0][:, d], steps[1][:, d])[0, 1] for d in range(3)]
+        assert within < 0.05, within
+        assert min(over_time) > 0.85, over_time  # rho 0.9 through the inverse CDF
+
+
 def test_ordinal_logits_are_the_cumulative_log_odds_and_move_neighbouring_bins_together():
     from grpo_robot.policies.tokenized import ordinal_logits
 

@@ -12,7 +12,7 @@ from torch import nn
 from grpo_robot.policies.base import ACTIVATIONS, Policy, mlp, register_policy
 from grpo_robot.policies.gaussian import LOG_STD_MAX, LOG_STD_MIN
 from grpo_robot.registry import BIN_LOGITS, DECODES, HEADS
-from grpo_robot.seeding import uniform
+from grpo_robot.seeding import uniform, uniform_columns
 
 # bounds of a learned log-temperature: down to a near-argmax policy (0.02), up to a near-uniform one
 LOG_TEMPERATURE_MIN, LOG_TEMPERATURE_MAX = math.log(0.02), math.log(50.0)
@@ -38,13 +38,16 @@ def ordinal_logits(scores: torch.Tensor) -> torch.Tensor:
     return past + (before[..., -1:] - before)
 
 
-def sample_categorical(logits: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+def sample_categorical(logits: torch.Tensor, generator: torch.Generator | None = None,
+                       u: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
     """One draw per row of `logits [..., K]` -> long `[...]`, by inverse CDF: the first bin whose
-    cumulative probability exceeds a uniform draw. A bin of probability 0 is never chosen. On the
-    CPU this is about 30x faster than `torch.multinomial` for 2048 rows of 256 bins, which made
-    it the largest cost of a tokenized rollout (benchmarks.md, "Profile")."""
+    cumulative probability exceeds a uniform draw (`u [..., 1]` float64 when given, else drawn
+    from `generator`). A bin of probability 0 is never chosen. On the CPU this is about 30x faster
+    than `torch.multinomial` for 2048 rows of 256 bins, which made it the largest cost of a
+    tokenized rollout (benchmarks.md, "Profile")."""
     cdf = F.softmax(logits.to(torch.float64), dim=-1).cumsum(-1)
-    u = uniform(generator, (*cdf.shape[:-1], 1), dtype=torch.float64, device=cdf.device)
+    if u is None:
+        u = uniform(generator, (*cdf.shape[:-1], 1), dtype=torch.float64, device=cdf.device)
     return torch.searchsorted(cdf, u * cdf[..., -1:], right=True)[..., 0].clamp_(max=cdf.shape[-1] - 1)
 
 
@@ -211,17 +214,24 @@ class TokenizedPolicy(Policy):
             tokens = torch.zeros(*batch, self.action_dim, dtype=torch.long, device=obs.device)
             action = torch.zeros(*batch, self.action_dim, device=obs.device)
             trunk = self._trunk_out(obs)  # once: only the conditional part changes between passes
+            # the step's uniforms, one per dimension: with noise correlated in time, dimension d's
+            # continues dimension d's of the step before (seeding.uniform_columns)
+            u = None if deterministic else uniform_columns(generator, (*batch, self.action_dim, 1),
+                                                           dtype=torch.float64, device=obs.device)  # fmt: skip
             for d in range(self.action_dim):  # decode in order; later tokens are masked anyway
                 logits = self._logits(*trunk, tokens)
-                token, value = self._choose(logits[..., d : d + 1, :], generator, deterministic)
+                token, value = self._choose(logits[..., d : d + 1, :], generator, deterministic,
+                                            None if u is None else u[..., d : d + 1, :])  # fmt: skip
                 tokens[..., d], action[..., d] = token[..., 0], value[..., 0]  # decode=mean: its bin, the mean
         logp = F.log_softmax(logits, dim=-1).gather(-1, tokens[..., None])[..., 0]
         return tokens, action, logp
 
-    def _choose(self, logits: torch.Tensor, generator, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
-        """(tokens, actions) `[...]` of categoricals `logits [..., K]`: a draw, or `decode`'s choice."""
+    def _choose(self, logits: torch.Tensor, generator, deterministic: bool,
+                u: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+        """(tokens, actions) `[...]` of categoricals `logits [..., K]`: a draw (from the uniforms `u`
+        when given), or `decode`'s choice."""
         if not deterministic:
-            tokens = sample_categorical(logits, generator)
+            tokens = sample_categorical(logits, generator, u)
         elif self.decode == "mode":
             tokens = logits.argmax(-1)
         elif self.decode == "median":
