@@ -183,9 +183,17 @@ def kl_k2(logp: torch.Tensor, logp_ref: torch.Tensor) -> torch.Tensor:
 def kl_k3(logp: torch.Tensor, logp_ref: torch.Tensor) -> torch.Tensor:
     """Per-step estimate of KL(pi || pi_ref) from samples of pi: r - log r - 1 with
     r = pi_ref/pi. Non-negative, unbiased, zero where the two policies agree. As a loss on pi's
-    samples its expected gradient is that of the reverse KL(pi_ref || pi), as in DeepSeekMath's GRPO."""
+    samples its expected gradient is that of the reverse KL(pi_ref || pi), as in DeepSeekMath's GRPO.
+    Above a log-ratio of `K3_LOG_RATIO_MAX` the exponential goes on as its tangent there: a narrow
+    policy's sample far out in the reference's tail (a log-ratio of a few hundred) made the loss
+    inf, and every such step was undone; now it is large, finite, and still pulls toward the
+    reference."""
     log_ratio = logp_ref - logp
-    return torch.exp(log_ratio) - log_ratio - 1.0
+    capped = log_ratio.clamp(max=K3_LOG_RATIO_MAX)
+    return torch.exp(capped) * (1.0 + (log_ratio - capped)) - log_ratio - 1.0
+
+
+K3_LOG_RATIO_MAX = 20.0  # exp(20) = 4.9e8: finite in float32, with room for the sum over steps
 
 
 AggregateFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, float], torch.Tensor]

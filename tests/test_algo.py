@@ -333,6 +333,20 @@ def test_clip_higher_and_dual_clip_by_hand():
     assert logp.grad.tolist() == pytest.approx([1.25, 0.0, 0.0, 0.0, 0.0])
 
 
+def test_k3_stays_finite_for_a_sample_far_in_the_references_tail():
+    # a narrow policy (std 0.01) and a reference 0.5 away: log pi_ref - log pi is about -1250 or
+    # +1250 per dimension; exp of it was inf, and the guarded step undid every such update
+    logp = torch.tensor([5.0, -1000.0], requires_grad=True)
+    logp_ref = torch.tensor([-1245.0, 300.0])
+    kl = kl_k3(logp, logp_ref)
+    kl.sum().backward()
+    assert torch.isfinite(kl).all() and torch.isfinite(logp.grad).all()
+    assert kl[1].item() == pytest.approx(math.exp(20.0) * 1281.0 - 1301.0, rel=1e-5)  # exp's tangent at 20
+    assert logp.grad[1].item() == pytest.approx(-(math.exp(20.0) - 1.0), rel=1e-5)  # still pulls toward pi_ref
+    assert logp.grad[0].item() == pytest.approx(1.0)  # exp(-1250) is 0: the log-ratio's own gradient
+    assert kl_k3(torch.tensor([0.0]), torch.tensor([1.0])).item() == pytest.approx(math.e - 2)  # unclamped inside
+
+
 def test_kl_estimators_by_hand():
     logp, logp_ref = torch.tensor([0.0, 0.3]), torch.tensor([1.0, 0.3])
     assert KL_ESTIMATORS["k1"](logp, logp_ref).tolist() == pytest.approx([-1.0, 0.0])
