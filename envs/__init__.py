@@ -18,13 +18,21 @@ class _FiveMs:
     timestep, n_substeps = scene.TIMESTEP_5MS, scene.N_SUBSTEPS_5MS
 
 
-# The previous versions, the same tasks at the 5 ms step: every number measured before the 10 ms
-# step reproduces on them (`env.task=PushCube-v1`), and demos recorded on them stay usable.
+# The previous versions: the same tasks at the 5 ms step, on which every number measured before
+# the 10 ms step reproduces (`env.task=PushCube-v1`), and PushCube-v2, which judged the cube in
+# the table's plane only; demos recorded on them stay usable.
 class ReachV0(_FiveMs, Reach):
     version = 0
 
 
-class PushCubeV1(_FiveMs, PushCube):
+class PushCubeV2(PushCube):
+    """Success in the table's plane only: a cube held above the goal counts (envs/push_cube.py)."""
+
+    version = 2
+    on_table = False
+
+
+class PushCubeV1(_FiveMs, PushCubeV2):
     version = 1
 
 
@@ -37,15 +45,15 @@ class PlaceCubeV1(_FiveMs, PlaceCube):
 
 
 TASKS: dict[str, type[Task]] = {t.name: t for t in (Reach, PushCube, LiftCube, PlaceCube)}  # current versions
-# every version by its id, the current ones included (`PushCube-v2`, `PushCube-v1` ...)
+# every version by its id, the current ones included (`PushCube-v3`, `PushCube-v2` ...)
 TASK_IDS: dict[str, type[Task]] = {
-    t.task_id(): t for t in (*TASKS.values(), ReachV0, PushCubeV1, LiftCubeV0, PlaceCubeV1)
+    t.task_id(): t for t in (*TASKS.values(), ReachV0, PushCubeV2, PushCubeV1, LiftCubeV0, PlaceCubeV1)
 }
 TASK_NAMES: dict[str, type[Task]] = {**TASKS, **TASK_IDS}  # what `env.task` and `make_task` take
 
 
 def pinned_id(task: str) -> str:
-    """The id of the version that `env.task=task` runs: `PushCube` -> `PushCube-v2` (the current
+    """The id of the version that `env.task=task` runs: `PushCube` -> `PushCube-v3` (the current
     version), an id unchanged; a name that is not a built-in task comes back as it is."""
     return TASK_NAMES[task].task_id() if task in TASK_NAMES else task
 

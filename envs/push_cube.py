@@ -6,7 +6,12 @@ onto another face turned the offset out of that frame's xy plane and "succeeded"
 to 34 cm from the goal (found by filming a trained policy; 99.5% "success", 1% real). The
 observation is unchanged: `goal_rel` still turns with the cube, `cube_pos` and `goal_pos` do not.
 Version 2 steps the physics at 10 ms instead of 5 (envs/scene.py); version 1 stays available
-as `PushCube-v1`.
+as `PushCube-v1`. Version 3 also asks for the cube on the table: versions 1 and 2 judged the
+distance in the table's plane only, so a cube grasped and held 15 cm above the goal counted (a
+scripted grasp did it in 36 control steps). A cube tipped onto an edge or a corner while pushed
+still touches the table (its centre at most 14.6 mm above its resting height: half the side
+times sqrt(3) - 1), so version 3 asks for the centre within `ON_TABLE` of the resting height;
+pushed cubes succeed as before (tests/test_envs.py).
 """
 
 from __future__ import annotations
@@ -19,11 +24,15 @@ from .task import Task, move_towards, nearer, sample_apart
 PUSH_STANDOFF = 0.05  # m, hand centre behind the cube centre before a push
 TRAVEL_Z = 0.075  # m, grip height for moving around the cube
 PUSH_Z = 0.02  # m, grip height while pushing
+# m, the most the cube's centre may stand above its resting height for a success (version 3): a
+# cube on a corner stands 14.6 mm higher; a scripted pusher's cube at most 11.7 mm (500 seeds)
+ON_TABLE = 0.016
 
 
 class PushCube(Task):
     name = "PushCube"
-    version = 2  # 10 ms physics steps (v1: 5 ms)
+    version = 3  # the cube on the table (v2: in the table's plane only; v1: 5 ms physics steps)
+    on_table = True  # success asks for the cube on the table (versions 1 and 2 do not)
     horizon = 100
     tolerance = 0.03  # m
     bodies = scene.cube_xml() + scene.goal_xml()
@@ -44,7 +53,10 @@ class PushCube(Task):
         data.mocap_pos[0] = (*goal, scene.CUBE_HALF)
 
     def success(self, obs):
-        return self.planar_distance(obs, "goal_pos", "cube_pos") < self.tolerance
+        near = self.planar_distance(obs, "goal_pos", "cube_pos") < self.tolerance
+        if not self.on_table:
+            return near
+        return near & (self.read(obs, "cube_pos")[:, 2] - scene.CUBE_HALF < ON_TABLE)
 
     def potential(self, obs):
         return -self.reach_cube(obs) - self.planar_distance(obs, "goal_pos", "cube_pos")

@@ -40,8 +40,8 @@ def test_demos_load_back_identically_and_replay_to_success(tmp_path, noise):
     for name in ARRAYS:
         np.testing.assert_array_equal(getattr(back, name), getattr(data, name))
         assert getattr(back, name).dtype == getattr(data, name).dtype
-    assert (back.task, back.env["version"], back.task_id, back.noise) == ("PushCube", 2, "PushCube-v2", noise)
-    assert back.env == {"task": "PushCube", "version": 2, "obs_dim": 22, "action_dim": 4}
+    assert (back.task, back.env["version"], back.task_id, back.noise) == ("PushCube", 3, "PushCube-v3", noise)
+    assert back.env == {"task": "PushCube", "version": 3, "obs_dim": 22, "action_dim": 4}
     first = int(back.lengths[0])
     np.testing.assert_array_equal(back.episode(1)[0], back.obs[first : first + back.lengths[1]])
     np.testing.assert_array_equal(back.episode_index()[first - 1 : first + 1], [0, 1])
@@ -234,13 +234,13 @@ def test_mismatched_checkpoints_and_datasets_are_refused_naming_both_sides(tmp_p
     tok = small_config(init_from=str(path), policy=PolicyConfig(type="tokenized", hidden_sizes=[64, 64]))
     with pytest.raises(ValueError, match="policy.bins=16, but the config has policy.bins=256"):
         Trainer(tok, tmp_path / "b")
-    with pytest.raises(ValueError, match=r"is for Reach-v1 \(.*\), but the config has PushCube-v2 .*differ in task"):
+    with pytest.raises(ValueError, match=r"is for Reach-v1 \(.*\), but the config has PushCube-v3 .*differ in task"):
         Trainer(replace(tok, env=EnvConfig(task="PushCube")), tmp_path / "c")
     data, _ = collect_demos("PushCube", 2)
     demos = data.save(tmp_path / "push.npz")
     lift = small_config(env=EnvConfig(task="LiftCube"), pretrain=True)
     lift.demos.path = str(demos)
-    message = r"is for PushCube-v2 \(obs_dim=22, action_dim=4\), but the config has LiftCube-v1 \(obs_dim=16"
+    message = r"is for PushCube-v3 \(obs_dim=22, action_dim=4\), but the config has LiftCube-v1 \(obs_dim=16"
     with pytest.raises(ValueError, match=message):
         Trainer(lift, tmp_path / "d")
 
@@ -353,7 +353,7 @@ def test_demo_scripts_then_training_from_the_clone(tmp_path, monkeypatch):
     out = run_main("train", "env=push_cube", f"init_from={bc}", "policy.hidden_sizes=[64,64]",
                    f"hydra.run.dir={tmp_path / 'x'}")  # fmt: skip
     assert out.code == 2 and out.error_lines == [
-        f"error: init_from={bc} is for Reach-v1 (obs_dim=13, action_dim=4), but the config has PushCube-v2 "
+        f"error: init_from={bc} is for Reach-v1 (obs_dim=13, action_dim=4), but the config has PushCube-v3 "
         "(they differ in task)"
     ], out.stderr
     assert not (tmp_path / "x").exists()

@@ -102,7 +102,7 @@ def test_the_gymnasium_env_renders_the_batched_worlds_picture():
 
 @pytest.mark.parametrize("vector", ["sync", "async"])
 def test_gymnasium_group_env_frames_come_from_each_worlds_render(vector):
-    cfg = EnvConfig(task=None, id="grpo_robot/PushCube-v2", horizon=100, vector=vector,
+    cfg = EnvConfig(task=None, id="grpo_robot/PushCube-v3", horizon=100, vector=vector,
                     kwargs={"render_mode": "rgb_array"})
     env = GymGroupEnv(cfg, 2)
     batched = BatchedEnv("PushCube", 2, nthread=1)
