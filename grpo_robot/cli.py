@@ -145,7 +145,7 @@ def _evaluate(cfg: DictConfig) -> None:
     result = evaluate(
         env,
         policy,
-        eval_seeds(cfg.n_seeds),
+        eval_seeds(cfg.n_seeds, cfg.seeds),
         device,
         cfg.deterministic,
         generator,
@@ -154,7 +154,8 @@ def _evaluate(cfg: DictConfig) -> None:
     mode, output, folder = eval_outputs(cfg, path)
     env.close()
     task = getattr(env, "task_id", env.name)  # a built-in task's version (PushCube-v2); a Gymnasium id as it is
-    record = {"checkpoint": str(path), "task": task, "mode": mode, "deterministic": bool(cfg.deterministic)}
+    record = {"checkpoint": str(path), "task": task, "mode": mode, "seeds": cfg.seeds,
+              "first_seed": int(eval_seeds(1, cfg.seeds)[0]), "deterministic": bool(cfg.deterministic)}  # fmt: skip
     if not cfg.deterministic:
         record["seed"] = int(cfg.seed)  # the sampling seed: the same seed samples the same episodes
     elif getattr(policy, "decode", None) is not None:
@@ -164,7 +165,7 @@ def _evaluate(cfg: DictConfig) -> None:
         checkpoint.write_text_atomic(output, json.dumps(record, indent=1))
     except OSError as err:
         _fail(str(err), code=1)
-    print(f"{task}, {mode}, {path}: {result.summary()}")
+    print(f"{task}, {mode}, {cfg.seeds} seeds, {path}: {result.summary()}")
     print(f"per-seed outcomes: {output}")
     if cfg.video:
         _film(cfg, train_cfg, policy, result, device, folder)
@@ -172,13 +173,17 @@ def _evaluate(cfg: DictConfig) -> None:
 
 def eval_outputs(cfg, path: Path) -> tuple[str, Path, Path]:
     """`scripts/evaluate.py`'s mode (`deterministic`, `deterministic_median`, `stochastic_seed3`),
-    per-seed JSON and video folder for the checkpoint at `path`: the mode names the outputs next
-    to the checkpoint, so that evaluations that differ do not replace each other's."""
+    per-seed JSON and video folder for the checkpoint at `path`: the seeds and the mode name the
+    outputs next to the checkpoint (`last_eval_test_200_deterministic.json`), so that evaluations
+    that differ do not replace each other's."""
     mode = "deterministic" if cfg.deterministic else f"stochastic_seed{cfg.seed}"
     if cfg.deterministic and cfg.decode is not None:
         mode += f"_{cfg.decode}"
-    output = Path(cfg.output) if cfg.output else path.with_name(f"{path.stem}_eval_{cfg.n_seeds}_{mode}.json")
+    name = f"{path.stem}_eval_{cfg.seeds}_{cfg.n_seeds}_{mode}.json"
+    output = Path(cfg.output) if cfg.output else path.with_name(name)
     videos = f"{path.stem}_videos" if mode == "deterministic" else f"{path.stem}_videos_{mode}"
+    if cfg.seeds != "test":
+        videos += f"_{cfg.seeds}"
     return mode, output, Path(cfg.video_dir) if cfg.video_dir else path.with_name(videos)
 
 

@@ -24,6 +24,8 @@ from grpo_robot.seed_ranges import (  # noqa: F401  (the ranges, here with the r
     DEMO_SEEDS_PER_RUN,
     EVAL_SEED_END,
     EVAL_SEED_START,
+    EVAL_SPLITS,
+    TEST_SEED_START,
     TRAIN_SEED_END,
     check_seeds,
 )
@@ -46,11 +48,16 @@ def group_seeds(seeds: Sequence[int], group_size: int) -> np.ndarray:
     return np.repeat(np.asarray(seeds, dtype=np.int64), group_size)
 
 
-def eval_seeds(n: int) -> np.ndarray:
-    """The held-out evaluation seeds: the first `n` of the evaluation range."""
-    if not 0 <= n <= EVAL_SEED_END - EVAL_SEED_START:
-        raise ValueError(f"n={n} evaluation seeds is invalid: must be in [0, {EVAL_SEED_END - EVAL_SEED_START}]")
-    return EVAL_SEED_START + np.arange(n, dtype=np.int64)
+def eval_seeds(n: int, split: str = "validation") -> np.ndarray:
+    """Held-out evaluation seeds: the first `n` of the evaluation range's `validation` half (a
+    run's own evaluations) or its `test` half (`scripts/evaluate.py`; grpo_robot/seed_ranges.py)."""
+    start = {"validation": EVAL_SEED_START, "test": TEST_SEED_START}.get(split)
+    if start is None:
+        raise ValueError(f"split={split!r} is invalid: must be one of {', '.join(EVAL_SPLITS)}")
+    size = TEST_SEED_START - EVAL_SEED_START
+    if not 0 <= n <= size:
+        raise ValueError(f"n={n} evaluation seeds is invalid: must be in [0, {size}]")
+    return start + np.arange(n, dtype=np.int64)
 
 
 def check_demo_seed(seed: int, key: str = "seed") -> None:

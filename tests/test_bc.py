@@ -282,7 +282,7 @@ def test_evaluate_decodes_a_tokenized_checkpoint_as_asked(tmp_path):
         out = run_main("evaluate", f"checkpoint={path}", "n_seeds=20", *([f"decode={decode}"] if decode else []))
         assert out.code == 0, out.stderr
         name = "deterministic" if decode is None else f"deterministic_{decode}"
-        record = json.loads((tmp_path / f"{path.stem}_eval_20_{name}.json").read_text())
+        record = json.loads((tmp_path / f"{path.stem}_eval_test_20_{name}.json").read_text())
         assert record["mode"] == name and record["n"] == 20
         assert (record["deterministic"], record["decode"]) == (True, decode or "mode")  # the decode it used
     assert checkpoint.load(path)["policy"]["kwargs"]["decode"] == "mode"  # the override is not written back
@@ -290,7 +290,7 @@ def test_evaluate_decodes_a_tokenized_checkpoint_as_asked(tmp_path):
     for seed in (0, 1):
         out = run_main("evaluate", f"checkpoint={path}", "n_seeds=20", "deterministic=false", f"seed={seed}")
         assert out.code == 0, out.stderr
-    records = [json.loads((tmp_path / f"{path.stem}_eval_20_stochastic_seed{s}.json").read_text()) for s in (0, 1)]
+    records = [json.loads((tmp_path / f"{path.stem}_eval_test_20_stochastic_seed{s}.json").read_text()) for s in (0, 1)]
     assert [(r["mode"], r["seed"], r["deterministic"]) for r in records] == [
         ("stochastic_seed0", 0, False), ("stochastic_seed1", 1, False)]  # fmt: skip
     assert "decode" not in records[0]  # a sampled action has no decode
@@ -305,14 +305,16 @@ def test_evaluations_that_differ_name_their_outputs_apart():
 
     def names(**given):
         cfg = SimpleNamespace(**{"deterministic": True, "decode": None, "seed": 0, "n_seeds": 200, "output": None,
-                                 "video_dir": None, **given})  # fmt: skip
+                                 "video_dir": None, "seeds": "test", **given})  # fmt: skip
         mode, output, videos = eval_outputs(cfg, path)
         return mode, output.name, videos.name
 
-    assert names() == ("deterministic", "best_eval_200_deterministic.json", "best_videos")  # as README.md says
-    assert names(decode="median")[1:] == ("best_eval_200_deterministic_median.json", "best_videos_deterministic_median")
+    assert names() == ("deterministic", "best_eval_test_200_deterministic.json", "best_videos")  # as README.md says
+    assert names(decode="median")[1:] == ("best_eval_test_200_deterministic_median.json",
+                                          "best_videos_deterministic_median")  # fmt: skip
     assert names(deterministic=False, seed=3, decode="mean") == (
-        "stochastic_seed3", "best_eval_200_stochastic_seed3.json", "best_videos_stochastic_seed3")  # fmt: skip
+        "stochastic_seed3", "best_eval_test_200_stochastic_seed3.json", "best_videos_stochastic_seed3")  # fmt: skip
+    assert names(seeds="validation")[1:] == ("best_eval_validation_200_deterministic.json", "best_videos_validation")
     assert names(output="/x/e.json", video_dir="/x/v")[1:] == ("e.json", "v")
 
 
@@ -330,7 +332,7 @@ def test_demo_scripts_then_training_from_the_clone(tmp_path, monkeypatch):
     assert "held-out seeds: success" in out.stdout
     out = run_main("evaluate", f"checkpoint={bc}", "n_seeds=20")  # a clone evaluates like any run
     assert out.code == 0 and "Reach-v1, deterministic" in out.stdout, out.stderr  # the version it evaluated
-    assert json.loads(bc.with_name("bc_eval_20_deterministic.json").read_text())["task"] == "Reach-v1"
+    assert json.loads(bc.with_name("bc_eval_test_20_deterministic.json").read_text())["task"] == "Reach-v1"
     out = run_main("train", "env=reach", f"init_from={bc}", *args[:1], "iterations=1", "algo.groups_per_iter=4",
                    "eval_seeds=10", f"hydra.run.dir={tmp_path / 'run'}", "progress=false")  # fmt: skip
     assert out.code == 0, out.stderr

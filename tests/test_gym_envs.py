@@ -286,7 +286,7 @@ def test_cli_trains_and_evaluates_a_registered_gym_env(tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT / "tests")
     result = run_main("evaluate", f"checkpoint={run_dir}", "n_seeds=24")
     assert result.code == 0, result.stderr
-    record = json.loads(next(run_dir.glob("checkpoints/*_eval_24_deterministic.json")).read_text())
+    record = json.loads(next(run_dir.glob("checkpoints/*_eval_test_24_deterministic.json")).read_text())
     assert not (ROOT / "tests" / "evaluate.log").exists()  # the evaluation writes only its JSON
     assert record["task"] == "toy/PointReach-v0" and record["n"] == 24  # 24 seeds on 16 worlds: two chunks
     bad = run_main("train", "env=gym", "env.id=toy/PointReach-v9", "env.import=[toy_envs]",

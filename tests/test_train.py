@@ -254,10 +254,19 @@ def test_cli_train_then_evaluate(tmp_path, monkeypatch):
         ev = run_main("evaluate", f"checkpoint={run}", "n_seeds=30", f"deterministic={mode}")
         assert ev.code == 0, ev.stderr
         assert "95% Wilson, n=30" in ev.stdout
-    record = json.loads((run / "checkpoints" / "last_eval_30_deterministic.json").read_text())
+    record = json.loads((run / "checkpoints" / "last_eval_test_30_deterministic.json").read_text())
     assert record["n"] == 30 and len(record["episodes"]) == 30
     seeds = [e["seed"] for e in record["episodes"]]
-    assert min(seeds) >= 1_000_000_000  # held out: the training range lies below
+    # the test seeds: held out from training (below 1e9) and from the run's own evaluations
+    assert (record["seeds"], record["first_seed"], min(seeds)) == ("test", 1_500_000_000, 1_500_000_000)
+    # seeds=validation evaluates on the run's own evaluation seeds: its last evaluation again, exactly
+    ev = run_main("evaluate", f"checkpoint={run}", "n_seeds=20", "seeds=validation")
+    assert ev.code == 0 and ", validation seeds, " in ev.stdout, ev.stderr
+    again = json.loads((run / "checkpoints" / "last_eval_validation_20_deterministic.json").read_text())
+    own = json.loads((run / "eval.json").read_text())
+    validation = list(range(10**9, 10**9 + 20))
+    assert [e["seed"] for e in again["episodes"]] == [e["seed"] for e in own["episodes"]] == validation
+    assert [e["success"] for e in again["episodes"]] == [e["success"] for e in own["episodes"]]
     assert record["success_rate"] == pytest.approx(np.mean([e["success"] for e in record["episodes"]]))
     bad = run_main("evaluate", f"checkpoint={tmp_path / 'missing'}")
     assert bad.code == 2 and "no checkpoint at" in bad.stderr

@@ -399,6 +399,9 @@ class TrainConfig:
 class EvalConfig:
     checkpoint: str = MISSING  # checkpoint file or run directory
     n_seeds: int = 200  # held-out seeds
+    # which held-out seeds (grpo_robot/seed_ranges.py): test, which no choice of the run has seen,
+    # or validation, those of the run's own evaluations (which chose best.pt and when to stop)
+    seeds: str = choice("test", "validation")
     deterministic: bool = True  # mean action; false samples
     # tokenized policies: the deterministic action, mode | median | mean (see PolicyConfig.decode);
     # null = the checkpoint's

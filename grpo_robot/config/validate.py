@@ -47,7 +47,7 @@ from grpo_robot.config.schema import (
     env_source,
 )
 from grpo_robot.registry import DECODES, Registry, needs_critic
-from grpo_robot.seed_ranges import DEMO_RUNS, DEMO_SEEDS_PER_RUN, EVAL_SEED_END, EVAL_SEED_START
+from grpo_robot.seed_ranges import DEMO_RUNS, DEMO_SEEDS_PER_RUN, EVAL_SEED_START, TEST_SEED_START
 
 
 class ConfigError(ValueError):
@@ -64,7 +64,7 @@ def _check(ok: bool, key: str, value: Any, allowed: str) -> None:
 MAX_VIDEO_EPISODES = 64
 MAX_FRAME = (1920, 1080)  # pixels; the built-in tasks' offscreen buffer is smaller (envs/scene.py)
 MAX_SEED = 2**63  # torch.manual_seed and numpy's SeedSequence take any seed below
-MAX_EVAL_SEEDS = EVAL_SEED_END - EVAL_SEED_START  # the held-out seed range (grpo_robot/seed_ranges.py)
+MAX_EVAL_SEEDS = TEST_SEED_START - EVAL_SEED_START  # each half of the held-out range (grpo_robot/seed_ranges.py)
 MINUTES_PER_YEAR = 365 * 24 * 60
 MAX_HORIZON = 1_000_000  # control steps per episode: hours of simulated time at any control rate
 MAX_EPOCHS = 1000  # passes over one batch: epochs x minibatches optimizer steps per iteration
