@@ -191,7 +191,6 @@ def _film(cfg: DictConfig, train_cfg, policy, result, device, folder: Path) -> N
     """`video=N`: N of the evaluated seeds (successes and failures) played again and filmed."""
     from grpo_robot import video
     from grpo_robot.checkpoint import WriteError
-    from grpo_robot.seeding import STREAM_EVAL, iteration_generator
 
     seeds = video.pick_seeds(result, cfg.video, cfg.video_outcomes)
     if not len(seeds):
@@ -202,9 +201,8 @@ def _film(cfg: DictConfig, train_cfg, policy, result, device, folder: Path) -> N
     except (ValueError, RuntimeError) as err:
         _fail(str(err), code=1)
     try:
-        episodes, paths, _ = video.film(env, policy, seeds, device, cfg.render, folder, cfg.deterministic,
-                                       iteration_generator(cfg.seed, 0, device, STREAM_EVAL),
-                                       train_cfg.env.outcome == "final_step")  # fmt: skip
+        episodes, paths, _ = video.film_evaluated(env, policy, result, seeds, device, cfg.render, folder,
+                                                 cfg.deterministic, train_cfg.env.outcome == "final_step")  # fmt: skip
     except OSError as err:  # WriteError names the file; a folder that cannot be made is named here
         _fail(str(err if isinstance(err, WriteError) else WriteError(folder, err)), code=1)
     finally:

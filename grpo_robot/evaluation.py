@@ -18,6 +18,10 @@ class EvalResult:
     seeds: np.ndarray  # [n]
     success: np.ndarray  # [n] bool
     steps: np.ndarray  # [n] episode lengths
+    # a sampled evaluation's noise, so that its episodes can be played again exactly
+    # (video.replay_sampled): the worlds per chunk, and the generator's state at each chunk's start
+    chunk: int = 0
+    generator_states: list[torch.Tensor] | None = None
 
     @property
     def rate(self) -> float:
@@ -58,13 +62,16 @@ def evaluate(
     was_training = policy.training
     policy.eval()
     success, steps = [], []
+    states = [] if generator is not None and not deterministic else None
     try:
         for start in range(0, len(seeds), n_worlds):
             chunk = seeds[start : start + n_worlds]
             padded = np.concatenate([chunk, np.repeat(chunk[-1:], n_worlds - len(chunk))])
+            if states is not None:
+                states.append(generator.get_state())  # type: ignore[union-attr]
             batch = collect(env, policy, padded, device, generator, deterministic, final_step_outcome)
             success.append(batch.success.bool().cpu().numpy()[: len(chunk)])
             steps.append(batch.mask.sum(0).cpu().numpy()[: len(chunk)])
     finally:  # an env failure or a signal mid-evaluation leaves the policy as it found it
         policy.train(was_training)
-    return EvalResult(seeds, np.concatenate(success), np.concatenate(steps))
+    return EvalResult(seeds, np.concatenate(success), np.concatenate(steps), n_worlds, states)

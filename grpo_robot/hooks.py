@@ -314,17 +314,15 @@ class Videos(Hook):
         import time
 
         from grpo_robot import video
-        from grpo_robot.seeding import STREAM_EVAL, iteration_generator
 
         start, cfg = time.perf_counter(), trainer.cfg
         seeds = video.pick_seeds(result, self.episodes)
         if self.env is None:
             self.env = video.make_video_env(cfg, len(seeds))
-        generator = iteration_generator(cfg.seed, trainer.iteration, trainer.device, STREAM_EVAL)
         folder = trainer.run_dir / "videos" / f"iter_{trainer.iteration:06d}"
-        episodes, files, fps = video.film(self.env, trainer.policy, seeds, trainer.device, self.render, folder,
-                                          cfg.eval_deterministic, generator,
-                                          cfg.env.outcome == "final_step")  # fmt: skip
+        episodes, files, fps = video.film_evaluated(self.env, trainer.policy, result, seeds, trainer.device,
+                                                    self.render, folder, cfg.eval_deterministic,
+                                                    cfg.env.outcome == "final_step")  # fmt: skip
         trainer.log_video(video.Clip("videos/eval", video.tile([e.labelled() for e in episodes]), fps, files),
                           trainer.env_steps)  # fmt: skip
         trainer.eval_seconds += time.perf_counter() - start

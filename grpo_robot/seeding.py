@@ -110,6 +110,26 @@ class WorldRows:
         return self._draw(torch.rand, shape, **kwargs)
 
 
+class PickedRows(WorldRows):
+    """The sampling noise of some worlds (`rows`, in any order, repeats allowed) of a batch of
+    `total`: as `WorldRows`, each draw is made for all `total` worlds and these rows kept. It plays
+    chosen episodes of a sampled batch again with the noise they had (evaluation videos)."""
+
+    def __init__(self, generator: torch.Generator | None, rows: Sequence[int], total: int) -> None:
+        rows = np.asarray(rows, dtype=np.int64)
+        if not len(rows) or rows.min() < 0 or rows.max() >= total:
+            raise ValueError(f"rows {rows.tolist()} of {total} worlds are not some of them")
+        super().__init__(generator, 0, len(rows), len(rows))
+        self.rows, self.total = torch.as_tensor(rows), total
+
+    def _draw(self, fn, shape: Sequence[int], **kwargs) -> torch.Tensor:
+        if shape[0] != len(self.rows):
+            raise ValueError(f"a draw for {shape[0]} worlds from {len(self.rows)} rows")
+        draw = normal if fn is torch.randn else uniform
+        full = draw(self.generator, (self.total, *shape[1:]), **kwargs)
+        return full[self.rows.to(full.device)]
+
+
 class CorrelatedDraws:
     """A stream whose draws are correlated in time, for exploration that keeps a direction for a
     while (`algo.noise_correlation`). The k-th standard-normal draw of a shape is

@@ -255,6 +255,35 @@ def test_evaluate_writes_videos_of_successes_and_failures(trained, tmp_path):
         assert (scene > 40).sum() > 100  # the hand moved
 
 
+def test_a_sampled_evaluations_films_show_the_episodes_it_evaluated(trained, tmp_path):
+    """deterministic=false: each film is the evaluated episode, with its noise (the evaluation's
+    generator state at its chunk's start, the whole chunk's draws, its row kept), so its outcome
+    and length are the evaluation's; 30 seeds on 8 worlds make 4 chunks. Filming from a fresh
+    generator on the picked worlds alone gave other episodes (a success filmed as a failure)."""
+    from grpo_robot import checkpoint, video
+    from grpo_robot.config import to_train_config
+    from grpo_robot.environment import make_eval_env
+    from grpo_robot.evaluation import evaluate
+    from grpo_robot.seeding import STREAM_EVAL, eval_seeds, iteration_generator
+
+    ckpt = checkpoint.load(trained[0] / "plain" / "checkpoints" / "last.pt")
+    cfg, policy = to_train_config(ckpt["config"]), checkpoint.policy_from_record(ckpt["policy"], torch.device("cpu"))
+    env = make_eval_env(cfg, 8)
+    result = evaluate(env, policy, eval_seeds(30, "test"), torch.device("cpu"), False,
+                      iteration_generator(0, 0, torch.device("cpu"), STREAM_EVAL))  # fmt: skip
+    env.close()
+    assert len(result.generator_states) == 4 and 0 < result.success.sum() < 30
+    seeds = video.pick_seeds(result, 6)
+    filming = video.make_video_env(cfg, 4)  # fewer worlds than episodes: two passes
+    episodes, files, _ = video.film_evaluated(filming, policy, result, seeds, torch.device("cpu"),
+                                              RenderConfig(width=32, height=24), tmp_path, False)  # fmt: skip
+    filming.close()
+    evaluated = {int(s): (bool(ok), int(t)) for s, ok, t in zip(result.seeds, result.success, result.steps)}
+    assert [e.seed for e in episodes] == [int(s) for s in seeds] and len(files) == 6
+    assert [(e.success, len(e.frames) - 1) for e in episodes] == [evaluated[int(s)] for s in seeds]
+    assert {e.success for e in episodes} == {True, False}
+
+
 def test_no_opengl_is_one_line_and_everything_else_runs(trained, tmp_path, monkeypatch):
     monkeypatch.setattr(render, "_chosen", None)
     monkeypatch.delenv("MUJOCO_GL", raising=False)
