@@ -1,5 +1,6 @@
 """The README's GIFs: one held-out successful episode of each trained run, as `<out>/<env>.gif`
-(a second run of the same env in one call: `<out>/<env>_<its run directory's name>.gif`).
+(a later run of the same env in one call: `<out>/<env>_<its run directory's name>.gif`, then
+`-2`, `-3`, ...).
 
     python scripts/make_gifs.py RUN_DIR [RUN_DIR ...] [--out docs/media] [--size 240x180]
 
@@ -18,16 +19,45 @@ from grpo_robot import checkpoint, video
 from grpo_robot.checkpoint import write_bytes_atomic
 from grpo_robot.config import to_train_config
 from grpo_robot.environment import make_eval_env
+from grpo_robot.envs.scene import CAMERAS, OFFSCREEN
 from grpo_robot.evaluation import evaluate
 from grpo_robot.seeding import eval_seeds
 
 
 def _size(text: str) -> tuple[int, int]:
-    """`WIDTHxHEIGHT` -> (width, height), even positive integers (argparse's one-line error otherwise)."""
+    """`WIDTHxHEIGHT` -> (width, height), even positive integers within the scene's offscreen
+    buffer (argparse's one-line error otherwise, before any evaluation)."""
     parts = text.lower().split("x")
     if len(parts) != 2 or not all(p.isdigit() and int(p) > 0 and int(p) % 2 == 0 for p in parts):
         raise argparse.ArgumentTypeError(f"{text!r} is not WIDTHxHEIGHT in even positive pixels, e.g. 240x180")
-    return int(parts[0]), int(parts[1])
+    width, height = int(parts[0]), int(parts[1])
+    if width > OFFSCREEN[0] or height > OFFSCREEN[1]:
+        raise argparse.ArgumentTypeError(f"{text!r} is larger than the scene's offscreen buffer, "
+                                         f"{OFFSCREEN[0]}x{OFFSCREEN[1]}")  # fmt: skip
+    return width, height
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
+    return int(text)
+
+
+def _gif_name(out: Path, env: str, run: Path, written: set[Path]) -> Path:
+    """`<out>/<env>.gif`; a later run of the same env in this call: `<env>_<its run directory's
+    name>.gif`, then `-2`, `-3`, ... (no GIF of this call replaces another)."""
+    env = env.replace("/", "_")
+    path = out / f"{env}.gif"
+    if path not in written:
+        return path
+    run = run.resolve()
+    if run.is_file():  # a checkpoint: <run dir>/checkpoints/<name>.pt
+        run = run.parent.parent if run.parent.name == "checkpoints" else run.parent
+    path = out / f"{env}_{run.name}.gif"
+    n = 2
+    while path in written:
+        path, n = out / f"{env}_{run.name}-{n}.gif", n + 1
+    return path
 
 
 def main() -> None:
@@ -35,8 +65,8 @@ def main() -> None:
     parser.add_argument("runs", nargs="+", type=Path, help="run directories (or checkpoint files)")
     parser.add_argument("--out", type=Path, default=Path("docs/media"))
     parser.add_argument("--size", default="240x180", type=_size, help="WIDTHxHEIGHT in pixels, even")
-    parser.add_argument("--camera", default="front")
-    parser.add_argument("--seeds", type=int, default=20, help="held-out seeds to find a success among")
+    parser.add_argument("--camera", default="front", choices=CAMERAS)
+    parser.add_argument("--seeds", type=_positive, default=20, help="held-out seeds to find a success among")
     args = parser.parse_args()
     width, height = args.size
     device = "cpu"
@@ -52,20 +82,20 @@ def main() -> None:
     for run, path, ckpt in loaded:
         cfg = to_train_config(ckpt["config"])
         policy = checkpoint.policy_from_record(ckpt["policy"], device)
+        final_step = cfg.env.outcome == "final_step"
         env = make_eval_env(cfg, args.seeds)
-        result = evaluate(env, policy, eval_seeds(args.seeds), device)
+        result = evaluate(env, policy, eval_seeds(args.seeds), device, final_step_outcome=final_step)
         env.close()
         seeds = video.pick_seeds(result, 1, "successes")
         if not len(seeds):
             print(f"{path}: no success among {args.seeds} held-out seeds; no GIF")
             continue
         film = video.make_video_env(cfg, 1)
-        (episode,) = video.record(film, policy, seeds, device, args.camera, width, height)
+        (episode,) = video.record(film, policy, seeds, device, args.camera, width, height,
+                                  final_step_outcome=final_step)  # fmt: skip
         fps = video.env_fps(film)
         film.close()
-        out = args.out / f"{episode.env.replace('/', '_')}.gif"
-        if out in written:  # a second run of the same env in this call: its own name, not the first's file
-            out = args.out / f"{episode.env.replace('/', '_')}_{run.resolve().name}.gif"
+        out = _gif_name(args.out, episode.env, run, written)
         written.add(out)
         write_bytes_atomic(out, video.gif_bytes(episode.labelled(), fps))
         print(f"{out}: seed {episode.seed}, {episode.caption()}, {out.stat().st_size / 1e3:.0f} kB ({path})")

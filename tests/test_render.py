@@ -278,7 +278,8 @@ def test_a_sampled_evaluations_films_show_the_episodes_it_evaluated(trained, tmp
     episodes, files, _ = video.film_evaluated(filming, policy, result, seeds, torch.device("cpu"),
                                               RenderConfig(width=32, height=24), tmp_path, False)  # fmt: skip
     filming.close()
-    evaluated = {int(s): (bool(ok), int(t)) for s, ok, t in zip(result.seeds, result.success, result.steps)}
+    evaluated = {int(s): (bool(ok), int(t)) for s, ok, t in
+                 zip(result.seeds, result.success, result.steps, strict=True)}
     assert [e.seed for e in episodes] == [int(s) for s in seeds] and len(files) == 6
     assert [(e.success, len(e.frames) - 1) for e in episodes] == [evaluated[int(s)] for s in seeds]
     assert {e.success for e in episodes} == {True, False}
@@ -316,13 +317,50 @@ def test_make_gifs_refuses_a_bad_size_or_run_in_one_line_before_any_work(tmp_pat
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     for argv, message in [([str(tmp_path), "--size", "64"], "argument --size: '64' is not WIDTHxHEIGHT in even "
-                           "positive pixels"), ([str(tmp_path / "none")], "no checkpoint at ")]:  # fmt: skip
+                           "positive pixels"), ([str(tmp_path / "none")], "no checkpoint at "),
+                          ([str(tmp_path), "--size", "2000x2000"], "larger than the scene's offscreen buffer, 640x480"),
+                          ([str(tmp_path), "--seeds", "0"], "argument --seeds: '0' is not a positive whole number"),
+                          ([str(tmp_path), "--camera", "side"], "argument --camera: invalid choice: 'side'"),
+                          ]:  # fmt: skip
         monkeypatch.setattr(sys, "argv", ["make_gifs.py", *argv, "--out", str(tmp_path / "gifs")])
         with pytest.raises(SystemExit) as exit_:
             module.main()
         lines = capsys.readouterr().err.strip().splitlines()
         assert exit_.value.code == 2 and message in lines[-1] and "Traceback" not in "\n".join(lines)
     assert not (tmp_path / "gifs").exists()
+
+
+def test_make_gifs_names_every_gif_of_a_call_apart_and_judges_the_runs_outcome(trained, tmp_path, monkeypatch):
+    import importlib.util
+
+    from grpo_robot import checkpoint
+    from grpo_robot.evaluation import EvalResult
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("make_gifs", root / "scripts" / "make_gifs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    written: set[Path] = set()
+    runs = [tmp_path / "a" / "checkpoints" / "best.pt", tmp_path / "b", tmp_path / "c", tmp_path / "c"]
+    for run in runs:
+        written.add(module._gif_name(tmp_path, "grpo_robot/Reach-v1", run, written))
+    assert {p.name for p in written} == {"grpo_robot_Reach-v1.gif", "grpo_robot_Reach-v1_b.gif",
+                                         "grpo_robot_Reach-v1_c.gif", "grpo_robot_Reach-v1_c-2.gif"}  # fmt: skip
+    # env.outcome=final_step: the evaluation judges the last step (it looked for episodes that ended early)
+    ckpt = checkpoint.load(trained[0] / "plain" / "checkpoints" / "last.pt")
+    ckpt["config"]["env"]["outcome"] = "final_step"
+    checkpoint.save_atomic(ckpt, tmp_path / "final" / "checkpoints" / "best.pt")
+    calls = []
+
+    def evaluate(env, policy, seeds, device, **kwargs):
+        calls.append(kwargs)
+        return EvalResult(seeds, np.zeros(len(seeds), bool), np.full(len(seeds), 50))
+
+    monkeypatch.setattr(module, "evaluate", evaluate)
+    monkeypatch.setattr(sys, "argv", ["make_gifs.py", str(tmp_path / "final"), "--seeds", "4",
+                                      "--out", str(tmp_path / "gifs")])  # fmt: skip
+    module.main()
+    assert calls == [{"final_step_outcome": True}]
 
 
 @pytest.mark.parametrize(
