@@ -168,6 +168,10 @@ def _evaluate(cfg: DictConfig) -> None:
     print(f"{task}, {mode}, {cfg.seeds} seeds, {path}: {result.summary()}")
     print(f"per-seed outcomes: {output}")
     if cfg.video:
+        if not cfg.video_dir:  # the default folder: a fresh one, not mixed with an earlier evaluation's films
+            from grpo_robot.rundir import fresh_file
+
+            folder = fresh_file(folder)
         _film(cfg, train_cfg, policy, result, device, folder)
 
 

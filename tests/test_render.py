@@ -379,6 +379,35 @@ def test_bad_video_settings_are_one_line(trained, args, message):
     assert out.code == 2 and len(out.error_lines) == 1 and message in out.error_lines[0], out.stderr
 
 
+def test_outputs_that_cannot_be_written_are_refused_first_and_films_never_mix(trained, tmp_path):
+    import shutil
+
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    ckpt = tmp_path / "run" / "checkpoints" / "last.pt"
+    ckpt.parent.mkdir(parents=True)
+    shutil.copy(trained[0] / "plain" / "checkpoints" / "last.pt", ckpt)
+    cases = [([f"output={afile / 'x.json'}"], f"output='{afile / 'x.json'}' is invalid: {afile} is a file, not a "
+              "folder"), (["video=1", f"video_dir={afile}"], f"video_dir='{afile}' is invalid: it is a file; give a "
+              "folder")]  # fmt: skip
+    for args, message in cases:
+        out = run_main("evaluate", f"checkpoint={ckpt}", "n_seeds=4", *args)
+        assert (out.code, out.error_lines) == (2, [f"error: {message}"]), out.stderr
+        assert not out.stdout.strip()  # before the evaluation
+    out = run_main("train", "env=reach", "video_every=1", "video_episodes=8", "eval_seeds=2",
+                   f"hydra.run.dir={tmp_path / 'refused'}")  # fmt: skip
+    assert out.error_lines == ["error: video_episodes=8 is invalid: must be at most eval_seeds=2 (the videos film "
+                               "evaluated episodes)"]  # fmt: skip
+    # two evaluations filmed into the default folder: the second gets its own, the first's films stay
+    for _ in range(2):
+        out = run_main("evaluate", f"checkpoint={ckpt}", "n_seeds=4", "video=1", "render.width=32",
+                       "render.height=24")  # fmt: skip
+        assert out.code == 0, out.stderr
+    folders = sorted(p.name for p in ckpt.parent.iterdir() if p.is_dir())
+    assert folders == ["last_videos", "last_videos-2"]
+    assert [len(list((ckpt.parent / f).glob("*.mp4"))) for f in folders] == [1, 1]
+
+
 def test_frames_larger_than_the_scene_buffer_are_refused(trained):
     ckpt = trained[0] / "plain" / "checkpoints" / "last.pt"
     out = run_main("evaluate", f"checkpoint={ckpt}", "n_seeds=10", "video=1", "render.width=800")

@@ -398,6 +398,8 @@ def validate(cfg: TrainConfig) -> None:
                "wandb needs the wandb package: pip install -e \".[wandb]\"")  # fmt: skip
     if cfg.video_every:
         validate_video(cfg.render, "video_every", cfg.video_every, cfg.env)
+        _check(cfg.video_episodes <= cfg.eval_seeds, "video_episodes", cfg.video_episodes,
+               f"must be at most eval_seeds={cfg.eval_seeds} (the videos film evaluated episodes)")  # fmt: skip
     address = cfg.ray.address
     _check(address is None or address == "auto" or bool(_ADDRESS.match(address)), "ray.address", address,
            "must be null (start a local Ray), auto (the cluster started on this machine with `ray start --head`), "
@@ -502,6 +504,8 @@ def validate_eval(cfg: EvalConfig, train_cfg: TrainConfig | None = None) -> None
            f"must be at most n_seeds={cfg.n_seeds}: it films evaluated seeds")  # fmt: skip
     _check(cfg.decode in (None, *DECODES), "decode", cfg.decode, f"must be null or one of {', '.join(DECODES)}")
     _check_output_file(cfg.output, "the JSON file's")
+    if cfg.video:
+        _check_output_folder(cfg.video_dir, "video_dir")
     if train_cfg is not None:
         _check(cfg.decode is None or train_cfg.policy.type == "tokenized", "decode", cfg.decode,
                f"applies to tokenized policies only; this checkpoint's policy is {train_cfg.policy.type}")  # fmt: skip
@@ -531,10 +535,28 @@ def validate_video(render: RenderConfig, key: str, value: int, env: EnvConfig | 
         raise ConfigError(f"{key}={value!r} cannot be done: {err}") from None
 
 
-def _check_output_file(output: str | None, what: str) -> None:
-    """`output=`, written after the work: a folder there would lose it, so it is refused first."""
-    if output:
-        _check(not Path(str(output)).is_dir(), "output", output, f"it is a directory; give {what} file path")
+def _check_output_file(output: str | None, what: str, key: str = "output") -> None:
+    """`output=`, written after the work: a folder there, or a file where one of its folders
+    would be, would lose it, so it is refused first."""
+    if not output:
+        return
+    path = Path(str(output))
+    _check(not path.is_dir(), key, output, f"it is a directory; give {what} file path")
+    _check_no_file_above(path, key)
+
+
+def _check_no_file_above(path: Path, key: str) -> None:
+    """A file where a folder of `path` would be (`afile/x.json`) cannot be written: refused first."""
+    blocked = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    _check(blocked is None, key, str(path), f"{blocked} is a file, not a folder")
+
+
+def _check_output_folder(folder: str | None, key: str) -> None:
+    """A folder written into after the work (`video_dir=`): a file there is refused first."""
+    if folder:
+        path = Path(str(folder))
+        _check(not (path.exists() and not path.is_dir()), key, folder, "it is a file; give a folder")
+        _check_no_file_above(path, key)
 
 
 def validate_collect(cfg: CollectDemosConfig) -> EnvConfig:
