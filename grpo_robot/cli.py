@@ -350,10 +350,12 @@ def compose_config(*overrides: str) -> DictConfig:
 
 def _precompose(config_name: str, overrides: list[str]) -> list[DictConfig]:
     """Compose `conf/<config_name>.yaml` with `overrides` as Hydra will, once per combination of
-    a multirun's sweep values (the first 64) -> the configs, hydra node included. A Hydra error
-    propagates."""
+    a multirun's sweep values -> the configs, hydra node included. Of a sweep of more than 64
+    jobs, the first 64 combinations and then every value of every swept key (the others at
+    their first value), so that no value goes unchecked. A Hydra error propagates."""
     import copy
     import itertools
+    import math
 
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -363,6 +365,9 @@ def _precompose(config_name: str, overrides: list[str]) -> list[DictConfig]:
     choices = [[f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()] if o.is_sweep_override()
                else [o.input_line] for o in parsed]  # fmt: skip
     combos = list(itertools.islice(itertools.product(*choices), 64))
+    if math.prod(len(c) for c in choices) > 64:
+        first = [c[0] for c in choices]
+        combos += [(*first[:i], v, *first[i + 1 :]) for i, c in enumerate(choices) for v in c[1:]]
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         # copies: Hydra reuses the nodes of one composition in the next
@@ -436,7 +441,7 @@ def _run_dir_overrides(cfg: DictConfig, overrides: list[str], multirun: bool) ->
     parsed = OverridesParser.create().parse_overrides(overrides)
     keys = {o.get_key_element().lstrip("+~") for o in parsed}
     if multirun:
-        swept = [o.get_key_element() for o in parsed if o.is_sweep_override()]
+        swept = [o.get_key_element().lstrip("+~") for o in parsed if o.is_sweep_override()]
         if not str(cfg.hydra.sweep.dir).strip():
             raise rundir.RunDirError("hydra.sweep.dir='' is invalid: must name a directory for the runs")
         explicit = "hydra.sweep.dir" in keys
@@ -551,7 +556,9 @@ def _run(config_name: str, task) -> None:
             try:
                 _touched.clear()
                 _touched.update(_touched_keys(overrides, configs[0]))
-                sys.argv = [sys.argv[0], *args, *_run_dir_overrides(configs[0], overrides, multirun)]
+                flags = [a for a in args if a in ("-m", "--multirun")]  # first: Hydra reads overrides after it
+                rest = [a for a in args if a not in flags]
+                sys.argv = [sys.argv[0], *flags, *rest, *_run_dir_overrides(configs[0], overrides, multirun)]
             except (ValueError, FileNotFoundError) as err:
                 _fail(str(err))
     hydra.main(config_path=CONF_DIR, config_name=config_name, version_base="1.3")(task)()

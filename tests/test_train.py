@@ -290,7 +290,8 @@ def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
 
 def test_multirun_over_seeds(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    command = ("train", "-m", "seed=0,1", "iterations=1", "eval_seeds=10", "algo.groups_per_iter=4",
+    # -m after an override: Hydra reads only the overrides after it (the rest was an 8-line usage text)
+    command = ("train", "seed=0,1", "-m", "iterations=1", "eval_seeds=10", "algo.groups_per_iter=4",
                "algo.group_size=4", "progress=false", f"hydra.sweep.dir={tmp_path / 'sweep'}")  # fmt: skip
     out = run_main(*command)  # in this process: Hydra's launcher runs the two jobs one after the other here too
     assert out.code == 0, out.stderr
@@ -302,11 +303,26 @@ def test_multirun_over_seeds(tmp_path, monkeypatch):
     assert not torch.equal(*weights)
     # the same sweep directory again: its jobs' runs would be overwritten (they were), so it is refused
     before = {p: p.stat().st_mtime_ns for p in (tmp_path / "sweep").rglob("*") if p.is_file()}
-    again = run_main(*command[:2], "seed=0,2", *command[3:])
+    again = run_main(command[0], "seed=0,2", *command[2:])
     assert again.code == 2 and again.error_lines == [
         f"error: hydra.sweep.dir={str(tmp_path / 'sweep')!r} holds runs already (seed=0/checkpoints/last.pt); "
         "choose another directory, or continue each run with resume=<its directory>"]  # fmt: skip
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "sweep").rglob("*") if p.is_file()} == before
+
+
+def test_every_value_of_a_large_sweep_is_checked_first_and_a_plus_key_names_its_jobs(tmp_path):
+    from grpo_robot.cli import _precompose, _run_dir_overrides
+
+    # 128 jobs: algo.lr=5 comes only after the first 64 combinations, and is refused before any job runs
+    out = run_main("train", "-m", "seed=range(0,64)", "algo.lr=0.001,5", f"hydra.sweep.dir={tmp_path / 'big'}")
+    assert (out.code, out.error_lines) == (2, ["error: algo.lr=5.0 is invalid: must be in (0, 1]"]), out.stderr
+    assert not (tmp_path / "big").exists()
+    # a swept key added with +: the jobs' directories are named by the key (its + made Hydra's
+    # interpolation of the name fail after the sweep directory was made)
+    overrides = ["env=gym", "env.id=toy/PointReach-v0", "env.horizon=10", "+env.kwargs.speed=1,2",
+                 f"hydra.sweep.dir={tmp_path / 'plus'}"]  # fmt: skip
+    extra = _run_dir_overrides(_precompose("config", overrides)[0], overrides, multirun=True)
+    assert extra[1] == "hydra.sweep.subdir='env.kwargs.speed=${env.kwargs.speed}'"
 
 
 def test_training_stops_at_the_target_success_and_records_when(tmp_path):
