@@ -46,6 +46,7 @@ import multiprocessing
 import multiprocessing.connection
 import multiprocessing.util  # its exit hook is registered before ours, so ours (kill the workers) runs first
 import os
+import re
 import signal
 import sys
 import threading
@@ -155,6 +156,10 @@ def make_inner(cfg: EnvConfig) -> gymnasium.Env:
         if "render_mode" in kwargs and "render_mode" in str(err):
             raise ValueError(f"{env_source(cfg)} cannot render frames: it takes no render_mode argument, and "
                              "video needs render_mode='rgb_array'") from None  # fmt: skip
+        unexpected = re.search(r"unexpected keyword argument '(\w+)'", str(err))
+        if unexpected and unexpected.group(1) in cfg.kwargs:  # a misspelled or foreign key in env.kwargs
+            raise ValueError(f"env.kwargs.{unexpected.group(1)} is invalid: {env_name(cfg)} takes no argument "
+                             f"{unexpected.group(1)!r}") from None  # fmt: skip
         raise
     if not isinstance(env, gymnasium.Env):  # gymnasium.make's always is
         raise ValueError(f"env.entry_point={cfg.entry_point!r} made a {type(env).__name__}, not a gymnasium.Env")

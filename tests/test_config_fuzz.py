@@ -98,6 +98,11 @@ TRAIN_ALGO = [
     case("train", "algo.clip=3"),
     # kl
     case("train", "algo.kl.estimator=k4"),
+    # a Gymnasium env's keys on a built-in task (it used to run without them, silently)
+    case("train", "+env.vector=async"),
+    case("train", "+env.kwargs.foo=1", key="env.kwargs"),
+    case("train", "+env.success_fn=nonexistent_mod:fn"),
+    case("train", "env.vector=async", key="env.vector"),
     # dynamic sampling
     case("train", "algo.dynamic_sampling.keep_range=[0.8,0.2]"),
     case("train", "algo=ppo", "algo.dynamic_sampling.enabled=true", key="algo.dynamic_sampling.enabled"),
@@ -366,7 +371,8 @@ GOOD_TRAIN = [
     "algo.adv_eps=1", "algo.epochs=1000", "algo.minibatches=256", "algo.max_grad_norm=null", "algo.max_grad_norm=1e6",
     "algo.critic.gamma=1", "algo.critic.gae_lambda=0", "demos.noise=10", "demos.episodes=10000",
     "demos.max_attempts=1000000", "bc.lr=1", "bc.max_steps=1000000", "bc.val_fraction=0", "time_limit_min=525600",
-    "+env.step_timeout_s=86400", "env.horizon=1 algo.train_horizon=null", "env.horizon=1000", "iterations=1000000000",
+    "env=gym env.id=grpo_robot/Reach-v1 env.horizon=50 algo.train_horizon=null env.step_timeout_s=86400",
+    "env.horizon=1 algo.train_horizon=null", "env.horizon=1000", "iterations=1000000000",
     "max_env_steps=1000000000000", "eval_every=1000000", "target_success=1", "seed=0", "seed=9223372036854775807",
     "algo.dynamic_sampling.max_rounds=100", "policy.bins=2",
 ]  # fmt: skip

@@ -212,6 +212,9 @@ def test_registered_id_horizon_and_close_matches():
         (toy("DictPointReach", obs_keys=["pos"]), r"env.obs_keys names 'pos', but .* observes goal, position, time"),
         (EnvConfig(task=None, entry_point="toy_envs:PointReach"), r"has no time limit .*set env.horizon"),
         (toy(imports=["no_such_pkg"]), r"env.import='no_such_pkg' failed: ModuleNotFoundError"),
+        (toy(kwargs={"sped": 1}), r"^env.kwargs.sped is invalid: toy_envs:PointReach takes no argument 'sped'$"),
+        (EnvConfig(task=None, id="grpo_robot/Reach-v1", horizon=5, kwargs={"a": 1}),
+         r"^env.kwargs.a is invalid: grpo_robot/Reach-v1 takes no argument 'a'$"),  # was a TypeError traceback
     ],
 )  # fmt: skip
 def test_bad_envs_get_one_clear_line(cfg, message):

@@ -18,6 +18,16 @@ def _close(word: str, options: list[str], prefix: str = "") -> str:
     return f" (did you mean {prefix}{match[0]}?)" if match else ""
 
 
+def _value_at(node: Any, path: str) -> Any:
+    """The value at dotted `path` of the config `node`, or None (none there, or it cannot resolve)."""
+    from omegaconf import OmegaConf
+
+    try:
+        return OmegaConf.select(node, path) if node is not None else None
+    except Exception:  # noqa: BLE001
+        return None
+
+
 def _keys_at(node: Any, path: str) -> list[str]:
     """The keys of the config node at dotted `path` of `node` (empty when there is none)."""
     from omegaconf import DictConfig, OmegaConf
@@ -236,5 +246,11 @@ def _unknown_key(key: str, base: Any) -> str:
     message = unknown_key_message(key, options)
     if parent == "env" and leaf in _schema_keys("env") and leaf not in options:
         # the env node is untyped: a built-in task's preset sets only some of the env's keys
-        message += f" (this env preset does not set it; add it with +{key}=...)"
+        from grpo_robot.config.validate import GYM_ONLY_ENV_KEYS
+
+        task = _value_at(base, "env.task")
+        if task and ("imports" if leaf == "import" else leaf) in GYM_ONLY_ENV_KEYS:
+            message += f" (only Gymnasium envs use it; the built-in task env.task={task} has no use for it)"
+        else:
+            message += f" (this env preset does not set it; add it with +{key}=...)"
     return message

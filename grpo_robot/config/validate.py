@@ -411,6 +411,11 @@ _ADDRESS = re.compile(r"^(ray://)?[A-Za-z0-9_.\-\[\]:]+:\d{1,5}$")
 _CALLABLE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 
+# the env keys only Gymnasium envs use (grpo_robot/gym_vector.py): set on a built-in task, refused
+GYM_ONLY_ENV_KEYS = ("kwargs", "imports", "success_key", "success_fn", "obs_keys", "vector", "group_start",
+                     "check_seeding", "step_timeout_s")  # fmt: skip
+
+
 def validate_env(env: EnvConfig) -> None:
     """The env of any command: exactly one of task/id/entry_point, their forms, and the ranges
     (`env.nthread` at most this machine's cores)."""
@@ -424,6 +429,14 @@ def validate_env(env: EnvConfig) -> None:
             "or env.entry_point (module:Class)"
         )
     check_values(env, "env.")
+    if env.task:  # a built-in task is stepped by grpo_robot.batched, which has no use for these
+        default = EnvConfig()
+        for key in GYM_ONLY_ENV_KEYS:
+            value = getattr(env, key)
+            spelled = "import" if key == "imports" else key
+            _check(value == getattr(default, key), f"env.{spelled}", value,
+                   f"is for Gymnasium envs (env.id or env.entry_point); the built-in task env.task={env.task} does not "
+                   f"use it (run it as a Gymnasium env: env=gym env.id=grpo_robot/<Task>-v<version>)")  # fmt: skip
     if env.entry_point:
         _check(bool(_CALLABLE.match(env.entry_point)), "env.entry_point", env.entry_point,
                "must be module:Class, e.g. my_package.envs:MyEnv")  # fmt: skip
