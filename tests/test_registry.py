@@ -86,3 +86,35 @@ def test_names_load_nothing_and_entries_load_their_module():
     with pytest.raises(ModuleNotFoundError):
         list(table)
     assert all(isinstance(getattr(registry, name), Registry) for name in REGISTRIES)
+
+
+def test_a_policy_registered_by_a_plugin_trains_with_the_keys_its_constructor_takes(tmp_path):
+    """A plugin's policy (`register_policy`) gets the `policy.` keys its constructor takes, through
+    the `**kwargs` it hands to GaussianPolicy; it got the tokenized policy's (bins, head, ...)."""
+    from test_train import small_config
+
+    from grpo_robot import checkpoint
+    from grpo_robot.config import PolicyConfig
+    from grpo_robot.config.schema import policy_kwargs
+    from grpo_robot.policies import GaussianPolicy
+    from grpo_robot.policies.base import register_policy
+    from grpo_robot.trainer import Trainer
+
+    class Plug(GaussianPolicy):
+        type = "plug_gaussian"
+
+        def __init__(self, obs_dim, action_dim, *, gain: float = 1.0, **kwargs):
+            super().__init__(obs_dim, action_dim, **kwargs)
+            self.gain = gain
+
+    register_policy(Plug)
+    try:
+        cfg = small_config(policy=PolicyConfig(type="plug_gaussian", hidden_sizes=[16], init_std=0.3), iterations=1)
+        assert set(policy_kwargs(cfg.policy)) == {"hidden_sizes", "activation", "obs_norm", "init_std",
+                                                  "state_dependent_std", "squash", "max_std", "min_std"}  # fmt: skip
+        summary = Trainer(cfg, tmp_path).run()
+        assert summary["iterations"] == 1
+        record = checkpoint.load(tmp_path / "checkpoints" / "last.pt")["policy"]
+        assert record["type"] == "plug_gaussian" and record["kwargs"]["init_std"] == 0.3
+    finally:
+        del registry.POLICIES["plug_gaussian"]

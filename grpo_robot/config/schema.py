@@ -130,14 +130,37 @@ class PolicyConfig:
 
 
 def policy_kwargs(cfg: PolicyConfig) -> dict[str, Any]:
-    """The constructor arguments of `cfg.type` taken from `cfg`."""
+    """The constructor arguments of `cfg.type` taken from `cfg`. A policy registered by a plugin
+    (`register_policy`) gets those of `policy.`'s keys that its constructor takes (through the
+    constructors it hands `**kwargs` to)."""
     common = dict(hidden_sizes=list(cfg.hidden_sizes), activation=cfg.activation, obs_norm=cfg.obs_norm)
-    if cfg.type == "gaussian":
-        return dict(common, init_std=cfg.init_std, state_dependent_std=cfg.state_dependent_std, squash=cfg.squash,
-                    max_std=cfg.max_std, min_std=cfg.min_std)
-    return dict(common, bins=cfg.bins, head=cfg.head, temperature=cfg.temperature, embed_dim=cfg.embed_dim,
-                bin_logits=cfg.bin_logits, learn_temperature=cfg.learn_temperature, decode=cfg.decode,
-                init_std=cfg.init_std, free_logits_lr=cfg.free_logits_lr)
+    gaussian = dict(common, init_std=cfg.init_std, state_dependent_std=cfg.state_dependent_std, squash=cfg.squash,
+                    max_std=cfg.max_std, min_std=cfg.min_std)  # fmt: skip
+    tokenized = dict(common, bins=cfg.bins, head=cfg.head, temperature=cfg.temperature, embed_dim=cfg.embed_dim,
+                     bin_logits=cfg.bin_logits, learn_temperature=cfg.learn_temperature, decode=cfg.decode,
+                     init_std=cfg.init_std, free_logits_lr=cfg.free_logits_lr)  # fmt: skip
+    if cfg.type in ("gaussian", "tokenized"):
+        return gaussian if cfg.type == "gaussian" else tokenized
+    from grpo_robot.registry import POLICIES  # a plugin's class: filed when its module was imported
+
+    takes = constructor_arguments(POLICIES[cfg.type])
+    return {k: v for k, v in {**gaussian, **tokenized}.items() if k in takes}
+
+
+def constructor_arguments(cls: type) -> set[str]:
+    """The keyword arguments `cls(...)` takes: its `__init__`'s, and where that takes `**kwargs`,
+    those of the `__init__` above it in the class hierarchy (which it is assumed to pass them to)."""
+    import inspect
+
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        if "__init__" not in vars(klass):
+            continue
+        params = inspect.signature(vars(klass)["__init__"]).parameters.values()
+        names |= {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            break
+    return names
 
 
 @dataclass
