@@ -501,6 +501,28 @@ def _check_train(cfg) -> None:
         from grpo_robot.checkpoint import check_init_from
 
         check_init_from(cfg)
+    if cfg.pretrain and cfg.demos.path and not cfg.resume:
+        _check_demos_path(cfg)
+
+
+def _check_demos_path(cfg) -> None:
+    """`demos.path` before any directory is made: it must exist, and a demo `.npz` must record the
+    configured env (the trainer checks the rest, sizes and outside formats, once the env is built)."""
+    from grpo_robot.datasets import DatasetError, resolve
+    from grpo_robot.demos import DemoDataset
+    from grpo_robot.environment import check_identity, env_identity
+
+    where = f"demos.path={cfg.demos.path}"
+    try:
+        path = resolve(cfg.demos.path)
+    except FileNotFoundError as err:
+        raise ConfigError(f"{where}: {err}") from None
+    if path.suffix == ".npz" and path.is_file():
+        try:
+            data = DemoDataset.load(path)
+        except ValueError as err:
+            raise DatasetError(f"demos.path={err}") from None
+        check_identity(data.env, env_identity(cfg.env), where)
 
 
 def _validator(config_name: str):

@@ -325,6 +325,13 @@ def test_demo_scripts_then_training_from_the_clone(tmp_path, monkeypatch):
     assert out.code == 0, out.stderr
     assert "kept 5 of 5" in out.stdout
     assert json.loads(demos.with_suffix(".json").read_text())["episodes"] == 5
+    # a dataset of another env, or none at demos.path: one line before any directory is made
+    for path, message in [(demos, f"error: demos.path={demos} is for Reach-v1"),
+                          (tmp_path / "none.npz", f"error: demos.path={tmp_path / 'none.npz'}: no demo dataset at")]:
+        out = run_main("train", "env=push_cube", "pretrain=true", f"demos.path={path}",
+                       f"hydra.run.dir={tmp_path / 'refused'}")  # fmt: skip
+        assert out.code == 2 and len(out.error_lines) == 1 and out.error_lines[0].startswith(message), out.stderr
+        assert not (tmp_path / "refused").exists()
     bc = tmp_path / "bc.pt"
     args = ("policy.hidden_sizes=[64,64]", "bc.max_steps=300")
     out = run_main("pretrain_bc", f"dataset={demos}", *args, "eval_seeds=20", f"output={bc}")
