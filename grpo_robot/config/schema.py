@@ -274,7 +274,8 @@ class AlgoConfig:
     noise_correlation: float = 0.0
     # control steps per training rollout: a world still running then counts as a failure, so
     # failures cost this many steps instead of the env's horizon and success comes sooner; a success
-    # needing more steps earns nothing. Evaluation always runs env.horizon. null = env.horizon
+    # needing more steps earns nothing (env.outcome=final_step: success is judged at this step, not
+    # at the horizon). Evaluation always runs env.horizon. null = env.horizon
     train_horizon: int | None = None
     clip: ClipConfig = field(default_factory=ClipConfig)
     kl: KLConfig = field(default_factory=KLConfig)
