@@ -98,6 +98,8 @@ TRAIN_ALGO = [
     case("train", "algo.clip=3"),
     # kl
     case("train", "algo.kl.estimator=k4"),
+    case("train", "algo="),  # no option: the group's options are listed (the list was empty)
+    case("train", "experiment=lift_cube_bc", "seed=1000", key="seed=1000"),  # demos.seed is ${seed} there
     # a Gymnasium env's keys on a built-in task (it used to run without them, silently)
     case("train", "+env.vector=async"),
     case("train", "+env.kwargs.foo=1", key="env.kwargs"),

@@ -147,9 +147,12 @@ def hydra_error_line(err: BaseException, base: Any = None, overrides: list[str] 
     first = lines[0] if lines else type(err).__name__
     overrides = _overrides(overrides)
 
-    m = re.search(r"Could not (?:find|load) '([^']+)/([^']+)'", text)
-    if m:  # an unknown option of a config group: env=push_cub
+    m = re.search(r"Could not (?:find|load) '([^']+)/([^']*)'", text)
+    if m:  # an unknown option of a config group: env=push_cub (or none: env=)
         group, option = m.groups()
+        if not option:
+            options = _group_options(group)
+            return f"{group}= is invalid: give one of its options ({', '.join(options)}), or ~{group} to drop it"
         options = [line.strip() for line in text.split(f"Available options in '{group}':", 1)[-1].splitlines()]
         options = options[: options.index("Config search path:")] if "Config search path:" in options else options
         options = [o for o in options if o and "=" not in o and "/" not in o and ":" not in o]

@@ -379,6 +379,11 @@ def validate(cfg: TrainConfig) -> None:
     lo_hi = list(sampling.keep_range)
     _check(len(lo_hi) == 2 and 0 <= lo_hi[0] < lo_hi[1] <= 1, "algo.dynamic_sampling.keep_range", lo_hi,
            "must be [low, high] with 0 <= low < high <= 1")  # fmt: skip
+    if cfg.pretrain and cfg.demos.seed == cfg.seed and not 0 <= cfg.seed < DEMO_RUNS:
+        # the *_bc presets set demos.seed: ${seed}: the value the command line gave is the run's seed
+        raise ConfigError(f"seed={cfg.seed} is invalid with pretrain=true and demos.seed=${{seed}} (the *_bc presets): "
+                          f"the demo run's seed must be in [0, {DEMO_RUNS}); give a seed below {DEMO_RUNS}, or "
+                          f"demos.seed=<one in [0, {DEMO_RUNS})>")  # fmt: skip
     check_values(cfg)  # the top-level keys (and anything nested not checked above)
     _check(not (cfg.pretrain and cfg.init_from), "pretrain", cfg.pretrain,
            f"cannot be combined with init_from={cfg.init_from!r}; choose one starting policy")  # fmt: skip
