@@ -436,6 +436,8 @@ def test_a_whole_number_in_float_notation_sets_an_integer_key():
     out = run_main("train", "env.horizon=x")
     assert out.error_lines == ["error: env.horizon='x' is invalid: must be a whole number, e.g. 2048 or 6e6"]
     assert compose("evaluate", "checkpoint=x.pt", "n_seeds=1e3").n_seeds == 1000
+    assert whole_number_overrides(["max_env_steps=1e6,2.5e6", "seed=1,2", "algo.lr=1e-3,2e-3"]) == [
+        "max_env_steps=1000000,2500000", "seed=1,2", "algo.lr=1e-3,2e-3"]  # a sweep's values (-m)
     assert compose("pretrain_bc", "dataset=x.npz", "bc.max_steps=2e3").bc.max_steps == 2000
 
 

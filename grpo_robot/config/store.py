@@ -84,14 +84,19 @@ def whole_number_overrides(overrides: list[str], root: type = TrainConfig) -> li
     out = []
     for override in overrides:
         key, eq, value = override.partition("=")
-        value = value.strip()
-        if eq and _NUMBER.fullmatch(value) and not value.lstrip("+-").isdigit():
+        values = [v.strip() for v in value.split(",")]  # a sweep's values (-m max_env_steps=1e6,2e6) too
+        if eq and all(_NUMBER.fullmatch(v) for v in values):
             field = schema_field(key.lstrip("+"), root)
-            number = decimal.Decimal(value)
-            if field is not None and str(field.type).split(" |")[0] == "int" and number == number.to_integral_value():
-                override = f"{key}={int(number)}"
+            if field is not None and str(field.type).split(" |")[0] == "int":
+                override = f"{key}={','.join(_whole(v) for v in values)}"
         out.append(override)
     return out
+
+
+def _whole(value: str) -> str:
+    """`6e6` -> `6000000`; a fraction, or an integer already, as it is."""
+    number = decimal.Decimal(value)
+    return str(int(number)) if number == number.to_integral_value() else value
 
 
 def migrate(values: dict[str, Any]) -> dict[str, Any]:
