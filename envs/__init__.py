@@ -80,4 +80,5 @@ def register_all() -> None:
 
 
 __all__ = ["TASKS", "TASK_IDS", "TASK_NAMES", "Task", "make_task", "pinned_id", "register_all", "versioned",
-           "Reach", "PushCube", "LiftCube", "PlaceCube", "ReachV0", "PushCubeV2", "PushCubeV1", "LiftCubeV0", "PlaceCubeV1"]
+           "Reach", "PushCube", "LiftCube", "PlaceCube", "ReachV0", "PushCubeV2", "PushCubeV1", "LiftCubeV0",
+           "PlaceCubeV1"]

@@ -11,8 +11,7 @@ import numpy as np
 
 from grpo_robot.batched import BatchedEnv
 from grpo_robot.envs import scene
-
-MAX_SEED = 2**31 - 1
+from grpo_robot.seed_ranges import TRAIN_SEED_END
 
 
 class TaskEnv(gymnasium.Env):
@@ -46,8 +45,9 @@ class TaskEnv(gymnasium.Env):
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
-        # without a seed, draw the start from the env's own generator so successive resets differ
-        start = seed if seed is not None else int(self.np_random.integers(MAX_SEED))
+        # without a seed, draw the start from the env's own generator so successive resets differ,
+        # among the training seeds: never an evaluation or demonstration start (grpo_robot/seed_ranges.py)
+        start = seed if seed is not None else int(self.np_random.integers(TRAIN_SEED_END))
         obs = self._batch.reset([start])[0]
         return obs, {"is_success": False, "seed": start}
 

@@ -84,12 +84,17 @@ def test_check_env_passes(task_name):
     assert "is_success" in info
 
 
-def test_gym_reset_without_seed_draws_new_starts():
-    env = gymnasium.make("grpo_robot/PushCube-v2")
+def test_gym_reset_without_seed_draws_new_starts_among_the_training_seeds():
+    from grpo_robot.seed_ranges import TRAIN_SEED_END
+
+    env = gymnasium.make("grpo_robot/PushCube-v3")
     env.reset(seed=0)
     a, _ = env.reset()
     b, _ = env.reset()
     assert np.abs(a - b).max() > 1e-3
+    # never an evaluation or demonstration start (it drew from [0, 2^31 - 1), about half of them held out)
+    seeds = [env.reset()[1]["seed"] for _ in range(200)]
+    assert len(set(seeds)) == 200 and max(seeds) < TRAIN_SEED_END
 
 
 def test_random_policy_runs_to_horizon_and_batch_equals_single_thread():
