@@ -348,11 +348,14 @@ def compose_config(*overrides: str) -> DictConfig:
         return compose("config", overrides=whole_number_overrides(list(overrides)))
 
 
+CHECKED_COMBINATIONS = 64  # a multirun's combinations composed and checked before it starts (then each value)
+
+
 def _precompose(config_name: str, overrides: list[str]) -> list[DictConfig]:
     """Compose `conf/<config_name>.yaml` with `overrides` as Hydra will, once per combination of
-    a multirun's sweep values -> the configs, hydra node included. Of a sweep of more than 64
-    jobs, the first 64 combinations and then every value of every swept key (the others at
-    their first value), so that no value goes unchecked. A Hydra error propagates."""
+    a multirun's sweep values -> the configs, hydra node included. Of a sweep of more than
+    `CHECKED_COMBINATIONS` jobs, the first ones and then every value of every swept key (the
+    others at their first value), so that no value goes unchecked. A Hydra error propagates."""
     import copy
     import itertools
     import math
@@ -364,10 +367,12 @@ def _precompose(config_name: str, overrides: list[str]) -> list[DictConfig]:
     parsed = OverridesParser.create().parse_overrides(overrides)
     choices = [[f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()] if o.is_sweep_override()
                else [o.input_line] for o in parsed]  # fmt: skip
-    combos = list(itertools.islice(itertools.product(*choices), 64))
-    if math.prod(len(c) for c in choices) > 64:
+    combos = list(itertools.islice(itertools.product(*choices), CHECKED_COMBINATIONS))
+    if math.prod(len(c) for c in choices) > CHECKED_COMBINATIONS:
         first = [c[0] for c in choices]
-        combos += [(*first[:i], v, *first[i + 1 :]) for i, c in enumerate(choices) for v in c[1:]]
+        each = dict.fromkeys((*first[:i], v, *first[i + 1 :]) for i, c in enumerate(choices) for v in c[1:])
+        seen = set(combos)
+        combos += [c for c in each if c not in seen]  # those the first ones hold are composed once
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         # copies: Hydra reuses the nodes of one composition in the next
@@ -507,22 +512,15 @@ def _check_train(cfg) -> None:
 
 def _check_demos_path(cfg) -> None:
     """`demos.path` before any directory is made: it must exist, and a demo `.npz` must record the
-    configured env (the trainer checks the rest, sizes and outside formats, once the env is built)."""
-    from grpo_robot.datasets import DatasetError, resolve
-    from grpo_robot.demos import DemoDataset
-    from grpo_robot.environment import check_identity, env_identity
+    configured env (an outside format is checked once the env is built, which converts it)."""
+    from grpo_robot.datasets import load_demos, resolve
 
-    where = f"demos.path={cfg.demos.path}"
     try:
         path = resolve(cfg.demos.path)
     except FileNotFoundError as err:
-        raise ConfigError(f"{where}: {err}") from None
-    if path.suffix == ".npz" and path.is_file():
-        try:
-            data = DemoDataset.load(path)
-        except ValueError as err:
-            raise DatasetError(f"demos.path={err}") from None
-        check_identity(data.env, env_identity(cfg.env), where)
+        raise ConfigError(f"demos.path={cfg.demos.path}: {err}") from None
+    if path.suffix == ".npz":
+        load_demos(path, cfg.env, None)
 
 
 def _validator(config_name: str):

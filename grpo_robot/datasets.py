@@ -189,11 +189,11 @@ def _numbered(group: Any, prefix: str, where: str) -> list[str]:
     """The names in `group` that start with `prefix` (`episode_`, `demo`), in the order of the
     number they end in (`demo_2` before `demo_10`); a name without one raises `DatasetError`."""
     names = [k for k in group if k.startswith(prefix)]
-    bad = next((k for k in names if not re.fullmatch(r".*?_?(\d+)", k[len(prefix):] or "x")), None)
+    bad = next((k for k in names if not re.search(r"\d$", k)), None)
     if bad is not None:
         pattern = f"{prefix}<i>" if prefix.endswith("_") else f"{prefix}_<i>"
         raise DatasetError(f"{where}/{bad}: an episode group is named {pattern}, with i its number")
-    return sorted(names, key=lambda k: int(re.findall(r"\d+", k)[-1]))
+    return sorted(names, key=lambda k: int(re.search(r"\d+$", k).group()))  # type: ignore[union-attr]
 
 
 def _minari(f: Any, main: Path, cfg: EnvConfig, env: Any) -> DemoDataset:

@@ -310,11 +310,14 @@ def test_multirun_over_seeds(tmp_path, monkeypatch):
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "sweep").rglob("*") if p.is_file()} == before
 
 
-def test_every_value_of_a_large_sweep_is_checked_first_and_a_plus_key_names_its_jobs(tmp_path):
+def test_every_value_of_a_large_sweep_is_checked_first_and_a_plus_key_names_its_jobs(tmp_path, monkeypatch):
+    from grpo_robot import cli
     from grpo_robot.cli import _precompose, _run_dir_overrides
 
-    # 128 jobs: algo.lr=5 comes only after the first 64 combinations, and is refused before any job runs
-    out = run_main("train", "-m", "seed=range(0,64)", "algo.lr=0.001,5", f"hydra.sweep.dir={tmp_path / 'big'}")
+    # more jobs than the combinations checked (64, here 4): algo.lr=5 comes only after the first
+    # ones, and is refused before any job runs (it was never checked, and failed mid-sweep)
+    monkeypatch.setattr(cli, "CHECKED_COMBINATIONS", 4)
+    out = run_main("train", "-m", "algo.lr=0.001,5", "seed=range(0,4)", f"hydra.sweep.dir={tmp_path / 'big'}")
     assert (out.code, out.error_lines) == (2, ["error: algo.lr=5.0 is invalid: must be in (0, 1]"]), out.stderr
     assert not (tmp_path / "big").exists()
     # a swept key added with +: the jobs' directories are named by the key (its + made Hydra's
