@@ -19,7 +19,7 @@ class EvalResult:
     success: np.ndarray  # [n] bool
     steps: np.ndarray  # [n] episode lengths
     # a sampled evaluation's noise, so that its episodes can be played again exactly
-    # (video.replay_sampled): the worlds per chunk, and the generator's state at each chunk's start
+    # (video.film_evaluated): the worlds per chunk, and the generator's state at each chunk's start
     chunk: int = 0
     generator_states: list[torch.Tensor] | None = None
 
