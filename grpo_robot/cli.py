@@ -7,6 +7,7 @@ on stderr naming the key and what is allowed, before any environment is built.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import sys
 from importlib.resources import files
@@ -29,6 +30,7 @@ from grpo_robot.config import (
     whole_number_overrides,
 )
 
+log = logging.getLogger(__name__)
 CONF_DIR = str(files("grpo_robot.conf"))  # conf/ of the source tree, installed as grpo_robot.conf
 # each command's config (conf/<name>.yaml) -> its schema
 SCHEMAS = {"config": TrainConfig, "evaluate": EvalConfig, "collect_demos": CollectDemosConfig,
@@ -85,6 +87,10 @@ def _train(cfg: DictConfig) -> float | None:
                       f"iteration {target.get('iteration')} ({target.get('success', 0):.1%} on held-out seeds); "
                       "nothing to do. To train on, resume with a higher target_success=... or target_success=null")
                 return None
+        from grpo_robot.config import unused_policy_settings
+
+        for setting in unused_policy_settings(train_cfg.policy):
+            log.warning("%s (set by the preset or the command line)", setting)
         trainer = Trainer(train_cfg, run_dir)
     except (ValueError, FileNotFoundError) as err:  # ConfigError, or an init_from/demos that does not fit
         _fail(str(err))

@@ -105,6 +105,11 @@ TRAIN_ALGO = [
     case("train", "+env.kwargs.foo=1", key="env.kwargs"),
     case("train", "+env.success_fn=nonexistent_mod:fn"),
     case("train", "env.vector=async", key="env.vector"),
+    # settings that would have no effect (they used to be ignored without a word)
+    case("train", "demos.path=tests/data/demos.npz", key="demos.path"),  # pretrain=false: nothing clones them
+    case("train", "experiment=fetch_push_minari", "pretrain=false", key="demos.path"),
+    case("train", "experiment=fetch_push_bc", "pretrain=false", key="demos.expert"),
+    case("train", "obs_norm_updates=true", "policy.obs_norm=false", key="obs_norm_updates"),
     # dynamic sampling
     case("train", "algo.dynamic_sampling.keep_range=[0.8,0.2]"),
     case("train", "algo=ppo", "algo.dynamic_sampling.enabled=true", key="algo.dynamic_sampling.enabled"),
@@ -394,6 +399,26 @@ def test_a_good_edge_value_passes(override):
 )  # fmt: skip
 def test_presets_pass(overrides):
     validate(compose_train_config(*overrides))
+
+
+@pytest.mark.parametrize(
+    "overrides, unused",
+    [([], []), (["experiment=push_cube_bc_tokenized"], []),  # its bump starts at init_std
+     (["policy=tokenized_factorized", "policy.squash=true"],  # and the default job's Gaussian keys
+      ["policy.init_std=0.3583192724453277 has no effect on policy.type=tokenized with bin_logits=free",
+       "policy.max_std=0.5 has no effect on policy.type=tokenized with bin_logits=free",
+       "policy.squash=True has no effect on policy.type=tokenized with bin_logits=free"]),
+     (["policy.bins=64", "policy.decode=mean"],
+      ["policy.bins=64 has no effect on policy.type=gaussian", "policy.decode=mean has no effect on policy.type=gaussian"])],
+)  # fmt: skip
+def test_policy_keys_the_policy_does_not_use_are_named(overrides, unused):
+    """Reported as warnings by `scripts/train.py`, not refused: presets carry them when `policy=`
+    swaps the policy type under them."""
+    from grpo_robot.config import unused_policy_settings
+
+    cfg = compose_train_config(*overrides)
+    validate(cfg)
+    assert unused_policy_settings(cfg.policy) == unused
 
 
 def test_a_preset_built_on_another_keeps_the_base_and_yields_to_the_command_line():

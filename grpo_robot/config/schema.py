@@ -8,6 +8,7 @@ field generically.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -145,6 +146,23 @@ def policy_kwargs(cfg: PolicyConfig) -> dict[str, Any]:
 
     takes = constructor_arguments(POLICIES[cfg.type])
     return {k: v for k, v in {**gaussian, **tokenized}.items() if k in takes}
+
+
+def unused_policy_settings(cfg: PolicyConfig) -> list[str]:
+    """A line for each `policy.` key set away from its default that `cfg.type` does not use: a key
+    its constructor does not take (`policy.max_std` on a tokenized policy), or `init_std` on a
+    tokenized policy without the Gaussian bump. Presets carry such keys when `policy=` swaps the
+    type under them, so they are reported, not refused."""
+    from grpo_robot.registry import POLICIES
+
+    takes = constructor_arguments(POLICIES[cfg.type]) if cfg.type in POLICIES else set()
+    where = f"policy.type={cfg.type}"
+    if cfg.type == "tokenized" and cfg.bin_logits != "gaussian":
+        takes.discard("init_std")  # the width the Gaussian bump starts at
+        where += f" with bin_logits={cfg.bin_logits}"
+    default = PolicyConfig()
+    return [f"policy.{f.name}={getattr(cfg, f.name)} has no effect on {where}" for f in dataclasses.fields(PolicyConfig)
+            if f.name != "type" and f.name not in takes and getattr(cfg, f.name) != getattr(default, f.name)]
 
 
 def constructor_arguments(cls: type) -> set[str]:

@@ -390,6 +390,15 @@ def validate(cfg: TrainConfig) -> None:
     _check(not cfg.pretrain or bool(cfg.env.task or cfg.demos.expert or cfg.demos.path), "pretrain", cfg.pretrain,
            f"on {env_source(cfg.env)} needs demonstrations: an expert (demos.expert=module:attr) or a dataset "
            "(demos.path=...)")  # fmt: skip
+    if not cfg.pretrain:  # demonstrations are read only to clone them before GRPO
+        for key in ("path", "expert"):
+            value = getattr(cfg.demos, key)
+            _check(value is None, f"demos.{key}", value,
+                   f"demonstrations are cloned only with pretrain=true: add pretrain=true, or set "
+                   f"demos.{key}=null to train without them")  # fmt: skip
+    _check(not cfg.obs_norm_updates or cfg.policy.obs_norm, "obs_norm_updates", cfg.obs_norm_updates,
+           "policy.obs_norm=false has no observation normalizer to update: set policy.obs_norm=true, or "
+           "obs_norm_updates=null")  # fmt: skip
     validate_demos(cfg.demos, env=cfg.env)
     validate_bc(cfg.bc)
     validate_device(cfg.device)
