@@ -45,6 +45,8 @@ def _fail(message: str, code: int = 2) -> None:
 
 # the config keys the command line's overrides changed (set by `_run` when it composes the config)
 _touched: set[str] = set()
+# the run directory this command made (`_run_dir_overrides`), empty or not yet written by the run
+_made: set[Path] = set()
 
 
 def _resume_config(cfg: DictConfig):
@@ -92,7 +94,8 @@ def _train(cfg: DictConfig) -> float | None:
         for setting in unused_policy_settings(train_cfg.policy):
             log.warning("%s (set by the preset or the command line)", setting)
         trainer = Trainer(train_cfg, run_dir)
-    except (ValueError, FileNotFoundError) as err:  # ConfigError, or an init_from/demos that does not fit
+    except (ValueError, FileNotFoundError) as err:  # ConfigError, or an init_from/demos/env that does not fit
+        _remove_unstarted(Path(run_dir))
         _fail(str(err))
     from grpo_robot.checkpoint import WriteError
 
@@ -474,13 +477,34 @@ def _run_dir_overrides(cfg: DictConfig, overrides: list[str], multirun: bool) ->
             n = 1 + len(list((run_dir / ".hydra").glob("resume-*")))
             return [f"hydra.run.dir={_override_value(run_dir)}", f"hydra.output_subdir=.hydra/resume-{n}"]
     explicit = "hydra.run.dir" in keys
+    existed = Path(cfg.hydra.run.dir).is_dir()
     run_dir = rundir.claim(cfg.hydra.run.dir, unique=not explicit)
     rundir.lock(run_dir)
+    _made.clear()
+    if not (explicit and existed):  # made by this command: removed again if the run cannot start
+        _made.add(run_dir.resolve())
     held = rundir.holds_run(run_dir) if explicit else None
     if held:
         raise rundir.RunDirError(f"hydra.run.dir={str(run_dir)!r} holds a run already ({held}); continue it with "
                                  f"resume={run_dir}, or choose another directory")  # fmt: skip
     return [f"hydra.run.dir={_override_value(run_dir)}"]
+
+
+def _remove_unstarted(run_dir: Path) -> None:
+    """Remove the run directory this command made when the run is refused before it wrote anything
+    of its own there (an env whose check needs it built: no time limit, an unknown id, a probe
+    that fails): only Hydra's config, the log and the lock, so no empty run is left behind."""
+    run_dir = run_dir.resolve()
+    if run_dir not in _made or {p.name for p in run_dir.iterdir()} - {".hydra", rundir.LOCK_NAME, "train.log"}:
+        return
+    import shutil
+
+    for handler in logging.getLogger().handlers:  # the log file's, closed before its file goes
+        if isinstance(handler, logging.FileHandler) and Path(handler.baseFilename).parent == run_dir:
+            logging.getLogger().removeHandler(handler)
+            handler.close()
+    rundir.release(run_dir)
+    shutil.rmtree(run_dir, ignore_errors=True)
 
 
 def _resume_run_dir(resume: str) -> Path | None:

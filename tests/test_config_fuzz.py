@@ -409,7 +409,8 @@ def test_presets_pass(overrides):
        "policy.max_std=0.5 has no effect on policy.type=tokenized with bin_logits=free",
        "policy.squash=True has no effect on policy.type=tokenized with bin_logits=free"]),
      (["policy.bins=64", "policy.decode=mean"],
-      ["policy.bins=64 has no effect on policy.type=gaussian", "policy.decode=mean has no effect on policy.type=gaussian"])],
+      ["policy.bins=64 has no effect on policy.type=gaussian",
+       "policy.decode=mean has no effect on policy.type=gaussian"])],
 )  # fmt: skip
 def test_policy_keys_the_policy_does_not_use_are_named(overrides, unused):
     """Reported as warnings by `scripts/train.py`, not refused: presets carry them when `policy=`

@@ -223,6 +223,22 @@ def test_bad_envs_get_one_clear_line(cfg, message):
     assert "\n" not in str(info.value)
 
 
+def test_an_env_refused_once_built_leaves_no_run_directory(tmp_path, monkeypatch):
+    """Some env checks need the env built, after the run directory is claimed: the directory this
+    command made goes again; one the user named that existed stays, with what it held."""
+    monkeypatch.chdir(tmp_path)
+    no_limit = ("env=gym", "env.entry_point=toy_envs:PointReach")
+    for where in ([f"hydra.run.dir={tmp_path / 'named'}"], []):  # named by the user; the default runs/train/<time>
+        out = run_main("train", *no_limit, *where)
+        assert out.code == 2 and out.error_lines[-1].endswith("has no time limit (spec.max_episode_steps); set "
+                                                                "env.horizon"), out.stderr[-1000:]  # fmt: skip
+    assert not (tmp_path / "named").exists() and list((tmp_path / "runs" / "train").iterdir()) == []
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("kept")
+    out = run_main("train", *no_limit, f"hydra.run.dir={tmp_path / 'mine'}")
+    assert out.code == 2 and (tmp_path / "mine" / "notes.txt").read_text() == "kept"
+
+
 def test_env_config_keys_are_checked():
     assert env_config({"task": None, "id": "X-v0", "import": ["pkg"]}).imports == ["pkg"]
     with pytest.raises(ConfigError, match=r"env.sucess_key is not an env key \(did you mean env.success_key\?\)"):
