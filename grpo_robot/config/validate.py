@@ -126,7 +126,8 @@ def _num(x: float) -> str:
 RANGES: dict[tuple[type, str], Range] = {
     (EnvConfig, "horizon"): Range(1, MAX_HORIZON, guard=True, null="the env's own"),
     (EnvConfig, "nthread"): Range(1, null="all cores"),  # and at most the cores (validate_env)
-    (EnvConfig, "step_timeout_s"): Range(0, 86400, low_open=True, why="seconds; 86400 is a day"),
+    # a bound far below one Python call (1e-300) would only time out every healthy world
+    (EnvConfig, "step_timeout_s"): Range(0.01, 86400, why="seconds; 86400 is a day"),
     (PolicyConfig, "init_std"): Range(0, 10, low_open=True, why="actions live in [-1, 1]"),
     (PolicyConfig, "max_std"): Range(0, 10, low_open=True, why="actions live in [-1, 1]", null="e"),
     (PolicyConfig, "min_std"): Range(0, 10, low_open=True, why="actions live in [-1, 1]", null="e^-5"),
