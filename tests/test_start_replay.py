@@ -81,6 +81,28 @@ def test_a_replayed_group_starts_where_its_seed_started():
     assert np.array_equal(starts[3:], iteration_seeds(0, 1, 16)[:13])
 
 
+def test_with_dynamic_sampling_the_replayed_share_counts_every_round():
+    env = BatchedEnv("Reach", 8 * 4)
+    policy = GaussianPolicy(env.obs_dim, env.action_dim, hidden_sizes=[32, 32])
+    replay = StartReplay(fraction=0.5, max_replays=100)
+    # a group is kept only if it is mixed: from a random policy on Reach nearly none is, so every round is drawn
+    sampler = GroupSampler(env, 0, 4, 8, torch.device("cpu"), keep_range=(0.0, 1.0), max_rounds=3, replay=replay)
+    shares = []
+    real_mix = replay.mix
+
+    def mix(*args, **kwargs):  # the first round replays 2 of its 4 groups (the share), the later ones none
+        replay.starts = {10**6 + k: [0.5, 0] for k in range(5)} if not shares else {}
+        seeds = real_mix(*args, **kwargs)
+        shares.append(replay.replayed)
+        return seeds
+
+    replay.mix = mix
+    _, metrics = sampler.sample(policy, 0)
+    rounds = metrics["groups_drawn"] // 4
+    assert rounds == len(shares) == 3 and shares == [2, 0, 0], (metrics, shares)
+    assert metrics["charts/replayed_groups"] == 2 / 12  # it read 0: the last round's share alone
+
+
 def test_a_resumed_run_replays_what_an_uninterrupted_one_does(tmp_path):
     algo = AlgoConfig(group_size=8, groups_per_iter=16, epochs=2, minibatches=2,
                       start_replay=StartReplayConfig(fraction=0.5))  # fmt: skip
