@@ -30,6 +30,7 @@ it between processes.
 from __future__ import annotations
 
 import copy
+import hashlib
 import inspect
 from typing import Any
 
@@ -134,7 +135,14 @@ def put(env: gymnasium.Env, method: str, snapshot: Any) -> gymnasium.Env:
         mujoco.mj_forward(model, data)
         unwrapped = env.unwrapped
         for key, value in attrs.items():
-            setattr(unwrapped, key, copy.deepcopy(value))
+            held = getattr(unwrapped, key, None)
+            if isinstance(held, np.ndarray) and held.base is not None and held.flags.writeable \
+                    and held.shape == np.shape(value):  # fmt: skip
+                # a view (into MjData, `self.data.body("ball").xpos`, or another array): replaced by a
+                # copy it would freeze at the start; written in place it stays the view
+                np.copyto(held, value, casting="unsafe")
+            else:
+                setattr(unwrapped, key, copy.deepcopy(value))
         return env
     if method == "deepcopy":
         fresh = copy.deepcopy(snapshot)
@@ -146,13 +154,46 @@ def put(env: gymnasium.Env, method: str, snapshot: Any) -> gymnasium.Env:
 _GENERATORS = (np.random.Generator, np.random.RandomState)
 
 
+def _generator_state(generator: Any) -> Any:
+    if isinstance(generator, np.random.RandomState):
+        return generator.get_state()
+    return copy.deepcopy(generator.bit_generator.state)
+
+
 def own_generators(env: gymnasium.Env) -> dict[str, Any]:
-    """The unwrapped env's random generators (attribute name -> the object itself)."""
-    return {k: v for k, v in vars(env.unwrapped).items() if isinstance(v, _GENERATORS)}
+    """The unwrapped env's random generators: attribute name -> (the object, its state now). The
+    state is kept too, because a copy may reach the object itself (a `set_state` that restores the
+    leader's generator in place, `self.rng.bit_generator.state = ...`)."""
+    return {k: (v, _generator_state(v)) for k, v in vars(env.unwrapped).items() if isinstance(v, _GENERATORS)}
 
 
 def restore_generators(env: gymnasium.Env, generators: dict[str, Any]) -> None:
-    """Put back the generators `own_generators` returned (on `env`, which may be a new object)."""
+    """Put back the generators `own_generators` returned, each in the state it had then (on `env`,
+    which may be a new object)."""
     unwrapped = env.unwrapped
-    for key, value in generators.items():
-        setattr(unwrapped, key, value)
+    for key, (generator, state) in generators.items():
+        if isinstance(generator, np.random.RandomState):
+            generator.set_state(state)
+        else:
+            generator.bit_generator.state = state
+        setattr(unwrapped, key, generator)
+
+
+def model_fingerprint(env: gymnasium.Env) -> dict[str, bytes] | None:
+    """The numeric arrays of the env's `MjModel` (field -> a digest of it), or None without one: what
+    the clone check compares, so that a reset that changes the model (domain randomization: masses,
+    damping, friction) is caught when a copy does not carry it."""
+    handles = mujoco_handles(env)
+    if handles is None:
+        return None
+    model, out = handles[0], {}
+    for name in dir(model):
+        if name.startswith("_"):
+            continue
+        try:
+            value = getattr(model, name)
+        except Exception:  # noqa: BLE001 (a property that needs what this model lacks)
+            continue
+        if isinstance(value, np.ndarray) and value.dtype != object:
+            out[name] = hashlib.blake2b(value.tobytes(), digest_size=16).digest()
+    return out

@@ -392,6 +392,9 @@ class OutcomeEnv(gymnasium.Env):
     def copy_methods(self) -> list[str]:
         return env_state.applicable(self.inner)
 
+    def model_fingerprint(self) -> dict[str, bytes] | None:
+        return env_state.model_fingerprint(self.inner)
+
     def observed(self) -> np.ndarray:
         """Every entry of the last raw observation, flattened (not only `env.obs_keys`): what the
         clone check compares."""
@@ -1168,6 +1171,14 @@ class GymGroupEnv:
             for i, value in seen.items():
                 if isinstance(value, Lost):
                     return f"world {i} {value.why} in the check"
+            if t == 0:  # a reset that changes the MjModel (domain randomization) must be copied too
+                models = self._each("model_fingerprint", everyone)
+                for m in members:
+                    a, b = models[int(lead[m])], models[int(m)]
+                    if isinstance(a, dict) and isinstance(b, dict) and a != b:
+                        field = next(k for k in sorted(a) if a[k] != b.get(k))
+                        return (f"world {m}'s MjModel differs from world {lead[m]}'s in {field}: a reset that "
+                                "changes the model is not carried by this copy")  # fmt: skip
             for m in members:
                 a, b = seen[int(lead[m])], seen[int(m)]
                 if a.shape != b.shape or not np.array_equal(a, b):

@@ -68,6 +68,56 @@ def test_clone_members_diverge_by_their_own_actions_only():
     env.close()
 
 
+def test_a_view_into_the_simulation_stays_a_view_in_a_copy():
+    """An attribute that views MjData (the success check's `puck_xpos`) used to be replaced by a
+    copy frozen at the start: every world read its success from where the puck started."""
+    env = GymGroupEnv(toy("ViewSlide", group_start="clone", horizon=100), 4)
+    seen = env.reset([7, 7, 7, 7])
+    assert env.copy_method == "mujoco"
+    while not env.done.all():  # a PD push toward the goal, the same in every member
+        action = np.clip(8.0 * (seen[:, 4:6] - seen[:, 0:2]) - 1.0 * seen[:, 2:4], -1.0, 1.0)
+        seen, *_ = env.step(action.astype(np.float32))
+    assert env.success.all() and len(set(env.steps.tolist())) == 1 and env.steps[0] < 100, env.steps
+    for w in env.vec.envs:  # still the live view
+        inner = w.inner.unwrapped
+        assert np.shares_memory(inner.puck_xpos, inner.data.xpos)
+    env.close()
+
+
+def test_a_reset_that_randomizes_the_model_is_copied_with_it_or_refused():
+    """The `mujoco` copy carries the simulation state, not the model: a reset that changes the
+    model (domain randomization) now fails the check (the members used to differ, unseen). An env
+    whose own `set_state` carries the model passes it; one that nothing copies is refused."""
+    with pytest.raises(ValueError, match=r"tried mujoco \(world 1's MjModel differs from world 0's in dof_damping: a "
+                                         r"reset that changes the model is not carried by this copy\)") as refused:
+        GymGroupEnv(toy("RandomDampingSlide", group_start="clone"), 4)
+    assert "\n" not in str(refused.value)
+    env = GymGroupEnv(toy("StatefulRandomDampingSlide", group_start="clone"), 4)
+    env.reset([3, 3, 4, 4])
+    assert env.copy_method == "state"
+    damping = [float(w.inner.unwrapped.model.dof_damping[0]) for w in env.vec.envs]
+    assert damping[0] == damping[1] != damping[2] == damping[3], damping
+    for _ in range(20):
+        obs, *_ = env.step(np.ones((4, 2), np.float32))
+    np.testing.assert_array_equal(obs[0], obs[1])
+    np.testing.assert_array_equal(obs[2], obs[3])
+    env.close()
+
+
+def test_a_set_state_that_restores_the_generator_in_place_leaves_the_copies_their_own():
+    """A copy's own generators are kept aside with their state: a `set_state` that writes the
+    leader's generator state into the member's generator object used to give every group, and
+    every later reset, one start."""
+    env = GymGroupEnv(toy("InPlaceRngReach", group_start="clone"), 6)
+    obs = env.reset([1, 1, 1, 2, 2, 2])
+    assert env.copy_method == "state"
+    goals = obs[:, 2:4]
+    np.testing.assert_array_equal(goals[0], goals[2])
+    assert not np.array_equal(goals[0], goals[3])
+    assert len(np.unique(env.reset([10, 11, 12, 13, 14, 15])[:, 2:4], axis=0)) == 6
+    env.close()
+
+
 def test_an_env_that_can_be_neither_seeded_nor_copied_is_refused():
     with pytest.raises(ValueError, match=r"env.group_start=clone") as seeded:
         GymGroupEnv(toy("UncopyableRandomReach"), 4).reset([3, 3, 4, 4])

@@ -281,7 +281,8 @@ MORE_TRAIN = [
 # the CLI's cases above whose check is validate's alone, moved here (a composition costs 0.2 s each)
 MOVED = [
     ("env.horizon", 0), ("env.nthread", 100000), ("env.outcome", "sometimes"), ("env.task", "Pushcube"),
-    ("env.step_timeout_s", 0.0), ("env.step_timeout_s", 1e6), ("env.step_timeout_s", 1e-300), ("policy.init_std", 11.0), ("policy.temperature", 0.0),
+    ("env.step_timeout_s", 0.0), ("env.step_timeout_s", 1e6),
+    ("env.step_timeout_s", 1e-300), ("policy.init_std", 11.0), ("policy.temperature", 0.0),
     ("policy.bins", 1), ("policy.bins", 1000000), ("policy.free_logits_lr", 0.1), ("policy.hidden_sizes", []),
     ("policy.hidden_sizes", [0]), ("policy.activation", "sigmoidx"), ("policy.type", "transformer"),
     ("policy.head", "tree"), ("algo.lr", 2.0), ("algo.epochs", 0), ("algo.minibatches", 100000),

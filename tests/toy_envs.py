@@ -153,6 +153,64 @@ class MujocoRandomSlide(gym.Env):
         return np.concatenate([self.data.qpos, self.data.qvel, self.goal])
 
 
+class ViewSlide(MujocoRandomSlide):
+    """MujocoRandomSlide whose success reads the puck through a view of MjData taken once, at
+    construction, as robot code often does (`self.puck_xpos = data.body("puck").xpos`)."""
+
+    def __init__(self, tolerance: float = 0.1):
+        super().__init__(tolerance)
+        self.puck_xpos = self.data.body("puck").xpos
+
+    def step(self, action):
+        obs, _, terminated, truncated, _ = super().step(action)
+        success = bool(np.linalg.norm(self.puck_xpos[:2] - self.goal) < self.tolerance)
+        return obs, float(success), terminated, truncated, {"is_success": success}
+
+
+class RandomDampingSlide(MujocoRandomSlide):
+    """MujocoRandomSlide whose reset also randomizes the model (the x joint's damping): domain
+    randomization, which lives in the MjModel, not in the simulation state."""
+
+    def reset(self, *, seed=None, options=None):
+        self.model.dof_damping[0] = self.rng.uniform(0.5, 20.0)
+        return super().reset(seed=seed, options=options)
+
+
+class StatefulRandomDampingSlide(RandomDampingSlide):
+    """RandomDampingSlide whose `get_state` / `set_state` carry the damping with the simulation."""
+
+    def get_state(self):
+        return {"qpos": self.data.qpos.copy(), "qvel": self.data.qvel.copy(), "goal": self.goal.copy(),
+                "damping": self.model.dof_damping.copy()}  # fmt: skip
+
+    def set_state(self, state):
+        self._mujoco.mj_resetData(self.model, self.data)
+        self.model.dof_damping[:] = state["damping"]
+        self.data.qpos[:], self.data.qvel[:], self.goal = state["qpos"], state["qvel"], state["goal"].copy()
+        self._mujoco.mj_forward(self.model, self.data)
+
+
+class InPlaceRngReach(PointReach):
+    """Ignores its seed: the goal comes from its own generator, whose state `get_state` carries
+    and `set_state` restores in place, into the generator object itself."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.rng = np.random.default_rng()
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.goal = self.rng.uniform(-0.5, 0.5, size=2)
+        return self._obs(), {}
+
+    def get_state(self):
+        return {"pos": self.pos.copy(), "goal": self.goal.copy(), "t": self.t, "rng": self.rng.bit_generator.state}
+
+    def set_state(self, state):
+        self.pos, self.goal, self.t = state["pos"].copy(), state["goal"].copy(), state["t"]
+        self.rng.bit_generator.state = state["rng"]
+
+
 class DictPointReach(PointReach):
     """The same task observed as a Dict, with an extra key to leave out."""
 
