@@ -24,6 +24,7 @@ from grpo_robot.config import (
     EvalConfig,
     PretrainConfig,
     TrainConfig,
+    free_dict_overrides,
     register_configs,
     renamed_key_error,
     to_train_config,
@@ -576,7 +577,7 @@ def _run(config_name: str, task) -> None:
     from grpo_robot.config.errors import hydra_error_line
 
     register_configs()
-    wholes = whole_number_overrides(sys.argv[1:], SCHEMAS[config_name])
+    wholes = free_dict_overrides(whole_number_overrides(sys.argv[1:], SCHEMAS[config_name]))
     args = [a if a.startswith("-") else b for a, b in zip(sys.argv[1:], wholes, strict=True)]
     sys.argv = [sys.argv[0], *args]
     renamed = renamed_key_error(args)

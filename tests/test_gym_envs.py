@@ -223,6 +223,16 @@ def test_bad_envs_get_one_clear_line(cfg, message):
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize("kwargs", ["env.kwargs={sped: 1}", "env.kwargs.sped=1", "+env.kwargs.sped=1"])
+def test_constructor_arguments_reach_the_env_however_they_are_written(kwargs, tmp_path):
+    """`env.kwargs={...}` (as docs/custom_envs.md writes it) and `env.kwargs.k=v` used to be refused by
+    Hydra as new keys, in a line that blamed the default job's PushCube."""
+    out = run_main("train", "env=gym", "env.entry_point=toy_envs:PointReach", "env.horizon=10", kwargs,
+                   f"hydra.run.dir={tmp_path / 'run'}")  # fmt: skip
+    assert out.code == 2 and out.error_lines == ["error: env.kwargs.sped is invalid: toy_envs:PointReach takes no "
+                                                 "argument 'sped'"], out.stderr[-1000:]  # fmt: skip
+
+
 def test_an_env_refused_once_built_leaves_no_run_directory(tmp_path, monkeypatch):
     """Some env checks need the env built, after the run directory is claimed: the directory this
     command made goes again; one the user named that existed stays, with what it held."""

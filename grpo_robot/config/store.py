@@ -93,6 +93,24 @@ def whole_number_overrides(overrides: list[str], root: type = TrainConfig) -> li
     return out
 
 
+# keys whose value is a free dict (constructor arguments), into which an override may add keys
+FREE_DICTS = ("env.kwargs",)
+
+
+def free_dict_overrides(overrides: list[str]) -> list[str]:
+    """`overrides` with `env.kwargs={...}` and `env.kwargs.k=v` given as `++...`: Hydra refuses a
+    key that the preset's dict lacks unless the override adds it, and a user sets constructor
+    arguments that no preset names. A dict is merged into the preset's (a key given replaces the
+    preset's value, the others stay)."""
+    out = []
+    for override in overrides:
+        key = override.partition("=")[0]
+        if "=" in override and key[:1] not in "+~" and any(key == d or key.startswith(d + ".") for d in FREE_DICTS):
+            override = "++" + override
+        out.append(override)
+    return out
+
+
 def _whole(value: str) -> str:
     """`6e6` -> `6000000`; a fraction, or an integer already, as it is."""
     number = decimal.Decimal(value)
