@@ -160,9 +160,19 @@ def make_inner(cfg: EnvConfig) -> gymnasium.Env:
         if unexpected and unexpected.group(1) in cfg.kwargs:  # a misspelled or foreign key in env.kwargs
             raise ValueError(f"env.kwargs.{unexpected.group(1)} is invalid: {env_name(cfg)} takes no argument "
                              f"{unexpected.group(1)!r}") from None  # fmt: skip
+        raise ValueError(f"{env_name(cfg)} could not be built: TypeError: {_one_line(err)}") from None
+    except ValueError:
         raise
+    except Exception as err:  # a constructor that raises (a device it cannot open, a file it lacks): one line
+        raise ValueError(f"{env_name(cfg)} could not be built: {type(err).__name__}: {_one_line(err)}") from None
     if not isinstance(env, gymnasium.Env):  # gymnasium.make's always is
         raise ValueError(f"env.entry_point={cfg.entry_point!r} made a {type(env).__name__}, not a gymnasium.Env")
+    if cfg.horizon is not None:  # env.horizon wins over a shorter TimeLimit the entry point wrapped around its env
+        layer = env
+        while isinstance(layer, gymnasium.Wrapper):
+            if isinstance(layer, gymnasium.wrappers.TimeLimit) and layer._max_episode_steps < cfg.horizon:
+                layer._max_episode_steps = cfg.horizon
+            layer = layer.env
     return env
 
 
@@ -266,8 +276,13 @@ class OutcomeEnv(gymnasium.Env):
 
     def _flatten(self, obs: Any) -> np.ndarray:
         if self.keys is None:
-            return np.asarray(obs, dtype=np.float32).reshape(-1)
-        return np.concatenate([np.asarray(obs[k], dtype=np.float32).reshape(-1) for k in self.keys])
+            flat = np.asarray(obs, dtype=np.float32).reshape(-1)
+        else:
+            flat = np.concatenate([np.asarray(obs[k], dtype=np.float32).reshape(-1) for k in self.keys])
+        if flat.size != self.obs_dim:
+            raise ValueError(f"its observation has {flat.size} values where its observation space declares "
+                             f"{self.obs_dim}")  # fmt: skip
+        return flat
 
     def to_env_action(self, action: np.ndarray) -> np.ndarray:
         """[-1, 1] per dimension -> the env's Box (infinite bounds: unchanged)."""
@@ -327,8 +342,8 @@ class OutcomeEnv(gymnasium.Env):
             self.raw_obs, self.raw_info = obs, info
             success = self.is_success(obs, info)
             flat = self._flatten(obs)
-        except MissingSuccessKey:
-            raise
+        except MissingSuccessKey as err:  # it was there at the probe's first step: this world fails
+            return self._fail(None, err.args[0])
         except Exception as err:
             return self._fail(err)
         if not np.isfinite(flat).all():
@@ -837,7 +852,7 @@ def probe(cfg: EnvConfig, watchdog: Watchdog | None = None) -> tuple[gymnasium.E
             call = "reset"
             try:
                 watch.arm("reset in a probe episode", f"world 0 (seed {seed})")
-                inner.reset(seed=seed)
+                first, _ = inner.reset(seed=seed)
                 call = "step"
                 watch.arm("step 1 in a probe episode", f"world 0 (seed {seed})")
                 obs, _, _, _, info = inner.step(action)
@@ -860,6 +875,11 @@ def probe(cfg: EnvConfig, watchdog: Watchdog | None = None) -> tuple[gymnasium.E
         log.warning("%s: its %s raised in the probe episode from seed %d (%s: %s) but not from seed %d; worlds "
                     "that raise will count as failed", name, call, seed, type(err).__name__, _one_line(err),
                     len(failures))  # fmt: skip
+    for what, seen in (("reset", first), ("step", obs)):  # the sizes the trainer will read
+        try:
+            world._flatten(seen)
+        except Exception as err:
+            raise ValueError(f"{name}: at {what}, {_one_line(err)}") from None
     # read the outcome as training will
     try:
         world.is_success(obs, info)

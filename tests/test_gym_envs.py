@@ -14,7 +14,7 @@ from test_train import ROOT, run_cli, small_config
 
 from grpo_robot.config import ConfigError, DemoConfig, EnvConfig, env_config, to_train_config
 from grpo_robot.environment import make_env
-from grpo_robot.gym_vector import GymGroupEnv
+from grpo_robot.gym_vector import EnvFailure, GymGroupEnv
 from grpo_robot.seeding import group_seeds
 from grpo_robot.trainer import Trainer
 
@@ -213,6 +213,11 @@ def test_registered_id_horizon_and_close_matches():
         (EnvConfig(task=None, entry_point="toy_envs:PointReach"), r"has no time limit .*set env.horizon"),
         (toy(imports=["no_such_pkg"]), r"env.import='no_such_pkg' failed: ModuleNotFoundError"),
         (toy(kwargs={"sped": 1}), r"^env.kwargs.sped is invalid: toy_envs:PointReach takes no argument 'sped'$"),
+        (toy("LongerObservation"),  # was numpy's "Output array is the wrong shape"
+         r"^toy_envs:LongerObservation: at reset, its observation has 5 values where its observation space "
+         r"declares 4$"),
+        (toy("RaisesInConstructor"),  # was a traceback
+         r"^toy_envs:RaisesInConstructor could not be built: RuntimeError: cannot open the robot's serial port$"),
         (EnvConfig(task=None, id="grpo_robot/Reach-v1", horizon=5, kwargs={"a": 1}),
          r"^env.kwargs.a is invalid: grpo_robot/Reach-v1 takes no argument 'a'$"),  # was a TypeError traceback
     ],
@@ -281,6 +286,28 @@ def test_crashing_and_nan_worlds_are_contained(caplog):
         assert env.success[~doomed].all() and not env.success[doomed].any()
         assert np.isfinite(obs).all()  # a failed world keeps its last good observation
     assert "simulated crash" in caplog.text and "non-finite observation" in caplog.text
+
+
+def test_env_horizon_wins_over_a_shorter_time_limit_of_the_entry_point():
+    env = GymGroupEnv(toy("limited_point_reach", horizon=12), 2)  # the entry point's TimeLimit: 5 steps
+    env.reset([1, 2])
+    while not env.done.all():
+        env.step(np.zeros((2, 2), np.float32))  # standing still: no success, the horizon ends it
+    assert env.steps.tolist() == [12, 12] and not env.failed.any()  # cut at 5 before, as failures
+    env.close()
+
+
+def test_a_success_key_lost_after_the_probe_fails_its_worlds_in_one_line():
+    """A world whose info loses the key fails (was a MissingSuccessKey traceback, nothing saved);
+    here every world does, which the trainer ends as an EnvFailure, with its last iteration saved."""
+    env = GymGroupEnv(toy("LateNoSuccessKey"), 4)  # the probe's first step has it
+    env.reset(np.arange(4) + 100)
+    for _ in range(2):
+        env.step(np.zeros((4, 2), np.float32))
+    with pytest.raises(EnvFailure, match=r"every one of the 4 worlds failed; first error: world 0 \(seed 100\) step 3: "
+                                         r"env.success_key='is_success' is not in the info it returned"):  # fmt: skip
+        env.step(np.zeros((4, 2), np.float32))
+    env.close()
 
 
 def test_training_on_a_gymnasium_env_learns_and_checkpoints(tmp_path):

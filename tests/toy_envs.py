@@ -229,6 +229,31 @@ class NoSuccessKey(PointReach):
         return obs, reward, terminated, truncated, {"distance": float(np.linalg.norm(self.pos - self.goal))}
 
 
+class LateNoSuccessKey(PointReach):
+    """Reports `is_success` on its first two steps (the probe sees it), then no more."""
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        return obs, reward, terminated, truncated, info if self.t <= 2 else {"distance": 0.0}
+
+
+def limited_point_reach(**kwargs):
+    """PointReach in a TimeLimit of 5 steps, made by a function (an entry point may wrap its env)."""
+    return gym.wrappers.TimeLimit(PointReach(**kwargs), max_episode_steps=5)
+
+
+class LongerObservation(PointReach):
+    """Declares 4 observation values and returns 5."""
+
+    def _obs(self):
+        return np.concatenate([self.pos, self.goal, [0.0]])
+
+
+class RaisesInConstructor(PointReach):
+    def __init__(self, **kwargs):
+        raise RuntimeError("cannot open the robot's serial port")
+
+
 class ArraySuccess(PointReach):
     """Reports success as an array of two flags, not one truth value."""
 
