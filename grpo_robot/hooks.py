@@ -125,8 +125,11 @@ class Evaluation(Hook):
         if trainer.iteration == 0 and (trainer.pretrained is not None or self.at_start):
             if trainer.pretrained is None:
                 trainer.pretrained = {"source": f"random initial weights (seed {trainer.cfg.seed})"}
-            # the starting point, on the same held-out seeds, at env step 0 (the BC stage evaluated already)
-            initial = trainer.last_eval if trainer.cfg.pretrain else trainer.evaluate()
+            # the starting point, on the same held-out seeds, at env step 0 (the BC stage evaluated already,
+            # unless this run resumes one stopped at iteration 0: the clone is evaluated again)
+            initial = trainer.last_eval
+            if not (trainer.cfg.pretrain and initial is not None):
+                initial = trainer.evaluate()
             trainer.pretrained["eval"] = initial.to_json(episodes=False)
             trainer.log(eval_scalars(initial), 0)
             if initial.rate > trainer.best_eval:  # the start is an evaluated policy: best.pt until one beats it

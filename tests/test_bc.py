@@ -1,6 +1,7 @@
 """Demonstrations, behaviour cloning, and GRPO started from a clone."""
 
 import json
+import signal
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,10 +15,20 @@ from grpo_robot import checkpoint
 from grpo_robot.algo import Layout, clipped_policy_loss
 from grpo_robot.batched import BatchedEnv
 from grpo_robot.bc import BCDiverged, behaviour_clone, checkpoint_from_bc, clone, split_episodes
-from grpo_robot.config import AlgoConfig, BCConfig, EnvConfig, KLConfig, PolicyConfig, TrainConfig, to_train_config
+from grpo_robot.config import (
+    AlgoConfig,
+    BCConfig,
+    DemoConfig,
+    EnvConfig,
+    KLConfig,
+    PolicyConfig,
+    TrainConfig,
+    to_train_config,
+)
 from grpo_robot.demos import DemoDataset, collect_demos, replay
 from grpo_robot.environment import make_eval_env
 from grpo_robot.evaluation import evaluate
+from grpo_robot.hooks import Hook
 from grpo_robot.policies import build_policy
 from grpo_robot.seeding import DEMO_SEED_START, DEMO_SEEDS_PER_RUN, demo_seeds, eval_seeds, iteration_seeds
 from grpo_robot.trainer import Trainer
@@ -418,3 +429,31 @@ def test_a_bump_keeps_its_width_through_cloning_and_learns_it_in_grpo(tmp_path):
     assert not torch.equal(trainer.policy.log_width.detach().cpu(), clone.log_width.detach())
     with pytest.raises(ValueError, match="policy.bin_logits='gaussian', but the config has policy.bin_logits='free'"):
         Trainer(small_config(init_from=str(path), policy=replace(policy, bin_logits="free")), tmp_path / "free")
+
+
+class _SignalAtStart(Hook):
+    """A Ctrl-C that lands during the behaviour-cloning stage: the run saves iteration 0 and stops."""
+
+    def on_start(self, trainer):
+        trainer.guard.received = signal.SIGINT
+
+
+def test_a_pipeline_stopped_at_iteration_0_resumes_bit_identically(tmp_path):
+    """`resume=` of a `pretrain=true` run saved before its first GRPO iteration used to end in an
+    AttributeError (the clone's evaluation is not in the checkpoint's process): the clone is now
+    evaluated again, and the run goes on as one never stopped."""
+    cfg = small_config(pretrain=True, demos=DemoConfig(episodes=3), bc=BCConfig(max_steps=50), eval_seeds=20)
+    stopped = Trainer(cfg, tmp_path / "a", hooks=[_SignalAtStart()])
+    assert stopped.run()["stopped"] == "signal"
+    stopped.close()
+    assert checkpoint.load(tmp_path / "a", purpose="resume")["iteration"] == 0
+    resumed = Trainer(replace(cfg, resume=str(tmp_path / "a")), tmp_path / "a")
+    summary = resumed.run()
+    resumed.close()
+    whole = Trainer(cfg, tmp_path / "b")
+    whole.run()
+    whole.close()
+    assert summary["stopped"] == "iterations" and resumed.iteration == whole.iteration == 2
+    for (name, a), b in zip(resumed.policy.state_dict().items(), whole.policy.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
+    assert summary["initial_policy"]["eval"]["success_rate"] == whole.pretrained["eval"]["success_rate"]
