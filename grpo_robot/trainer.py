@@ -163,6 +163,7 @@ class Trainer:
         self.signal: str | None = None  # the signal that ended it, if one did
         self.guard: SignalGuard | None = None  # while run() runs
         self._boundary: dict[str, Any] | None = None  # state() after the last completed iteration, copied
+        self._boundary_eval: EvalResult | None = None  # the evaluation it reports
         self._config_record = config_dict(cfg)
         self.start_time = time.perf_counter()
         if cfg.resume:
@@ -309,7 +310,9 @@ class Trainer:
         self.stopped = self.stopped or "iterations"
 
     def _snapshot(self) -> dict[str, Any]:
-        """`state()` with every tensor copied: what `last.pt` holds now, kept while training goes on."""
+        """`state()` with every tensor copied: what `last.pt` holds now, kept while training goes on
+        (with the evaluation it reports, which a roll-back restores)."""
+        self._boundary_eval = self.last_eval
         return _copied(self.state())
 
     def _roll_back(self) -> None:
@@ -318,6 +321,9 @@ class Trainer:
         if self._boundary is None:
             return
         self._restore(self._boundary)
+        # what is saved and reported is the restored iteration's: its target record (a target reached
+        # in the iteration thrown away is reached again by the resume) and its last evaluation
+        self.target, self.last_eval = dict(self._boundary["target"]), self._boundary_eval
         try:
             self.save("last")
         except (Interrupted, checkpoint.WriteError) as err:  # the previous last.pt stays intact
@@ -421,7 +427,7 @@ class Trainer:
         state = self.state()
         checkpoint.save_atomic(state, path)
         if name == "last":
-            self._boundary = _copied(state)
+            self._boundary, self._boundary_eval = _copied(state), self.last_eval
         return path
 
     def _restore(self, ckpt: dict[str, Any]) -> None:

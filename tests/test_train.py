@@ -669,3 +669,37 @@ def test_a_rolled_back_step_restores_the_weights_and_the_whole_adam_state(fault)
     learner.cfg = cfg  # a good update trains on from the restored state
     assert learner.update(batch, GroupAdvantages(cfg).advantages(batch, policy)[0], 2)["skipped_fraction"] == 0.0
     assert all(int(s["step"]) == 8 for s in learner.optimizer.state_dict()["state"].values())
+
+
+def test_a_roll_back_restores_the_target_record_and_the_evaluation(tmp_path, monkeypatch):
+    """A second Ctrl-C while `best.pt` of the iteration that reached the target is written rolls back
+    to the iteration before; `last.pt` and the summary used to keep the thrown-away iteration's
+    `target.reached`, so the resume said "finished already" and trained nothing."""
+    import signal
+
+    from grpo_robot.signals import Interrupted
+
+    cfg = small_config(iterations=6, eval_every=2, eval_seeds=50, target_success=0.01, checkpoint_every=1)
+    real, hit = checkpoint.save_atomic, []
+
+    def save_atomic(obj, path):
+        if Path(path).name == "best.pt" and obj["target"].get("reached"):
+            hit.append(obj["iteration"])
+            raise Interrupted(signal.SIGINT)
+        return real(obj, path)
+
+    monkeypatch.setattr(checkpoint, "save_atomic", save_atomic)
+    trainer = Trainer(cfg, tmp_path)
+    summary = trainer.run()
+    trainer.close()
+    assert len(hit) == 1 and summary["stopped"] == "signal" and summary["iterations"] == hit[0] - 1, (hit, summary)
+    saved = torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=True)
+    assert saved["iteration"] == hit[0] - 1
+    assert saved["target"] == summary["target"] == {"target": 0.01, "reached": False}
+    # the evaluation reported is the restored iteration's (its own, below the target), not the one thrown away
+    assert summary["eval"] is not None and summary["eval"]["success_rate"] < 0.01
+    monkeypatch.setattr(checkpoint, "save_atomic", real)
+    resumed = Trainer(replace(cfg, resume=str(tmp_path)), tmp_path)
+    again = resumed.run()
+    resumed.close()
+    assert again["stopped"] == "target_success" and again["iterations"] == hit[0] and again["target"]["reached"]
