@@ -455,6 +455,7 @@ def _run_dir_overrides(cfg: DictConfig, overrides: list[str], multirun: bool) ->
 
     parsed = OverridesParser.create().parse_overrides(overrides)
     keys = {o.get_key_element().lstrip("+~") for o in parsed}
+    _made.clear()
     if multirun:
         swept = [o.get_key_element().lstrip("+~") for o in parsed if o.is_sweep_override()]
         if not str(cfg.hydra.sweep.dir).strip():
@@ -473,6 +474,11 @@ def _run_dir_overrides(cfg: DictConfig, overrides: list[str], multirun: bool) ->
         return extra
     if cfg.get("resume"):
         run_dir = _resume_run_dir(str(cfg.resume))
+        if run_dir is not None and "hydra.run.dir" in keys and Path(cfg.hydra.run.dir).resolve() != run_dir:
+            raise rundir.RunDirError(
+                f"hydra.run.dir={cfg.hydra.run.dir} cannot be combined with resume={cfg.resume}, which continues in "
+                f"its own directory {run_dir}; drop hydra.run.dir, or resume from a copy of its checkpoint file kept "
+                "outside it (a new directory then)")  # fmt: skip
         if run_dir is not None:  # continue in the run's own directory, its first config kept in .hydra/
             rundir.lock(run_dir, "resume")
             n = 1 + len(list((run_dir / ".hydra").glob("resume-*")))
@@ -481,7 +487,6 @@ def _run_dir_overrides(cfg: DictConfig, overrides: list[str], multirun: bool) ->
     existed = Path(cfg.hydra.run.dir).is_dir()
     run_dir = rundir.claim(cfg.hydra.run.dir, unique=not explicit)
     rundir.lock(run_dir)
-    _made.clear()
     if not (explicit and existed):  # made by this command: removed again if the run cannot start
         _made.add(run_dir.resolve())
     held = rundir.holds_run(run_dir) if explicit else None
@@ -509,12 +514,13 @@ def _remove_unstarted(run_dir: Path) -> None:
 
 
 def _resume_run_dir(resume: str) -> Path | None:
-    """The run directory that `resume=` names (a run directory, or a checkpoint in its
-    `checkpoints/`), or None for a checkpoint file kept elsewhere (a new directory then)."""
+    """The run directory that `resume=` names (a run directory, or its `checkpoints/last.pt`), or
+    None for another checkpoint file (a new directory then: resuming from `best.pt` or a kept
+    `iter_N.pt` in the run's own directory would write an older iteration over its `last.pt`)."""
     path = Path(resume)
     if path.is_dir():
         return path.resolve()
-    if path.is_file() and path.parent.name == "checkpoints":
+    if path.is_file() and path.parent.name == "checkpoints" and path.name == "last.pt":
         return path.parent.parent.resolve()
     return None
 

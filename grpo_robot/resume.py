@@ -68,6 +68,15 @@ def check_same_run(saved: dict[str, Any], cfg: TrainConfig, where: str) -> None:
     in `SAFE_KEYS`; the message names the key and both values."""
     theirs = flatten(config_dict(to_train_config(migrate(saved))))
     mine = flatten(config_dict(cfg))
+    if cfg.algo.lr_schedule == "linear":  # the rate decays over the budget: a new budget is another schedule
+        for key in ("iterations", "max_env_steps"):
+            if mine.get(key) != theirs.get(key):
+                raise ValueError(
+                    f"{where}: {key}={mine.get(key)!r} differs from the run's {key}={theirs.get(key)!r}; with "
+                    "algo.lr_schedule=linear the learning rate decays to 0 over the run's budget, so another budget "
+                    "would change what was trained so far: resume with the run's budget, or start a new run "
+                    f"with init_from={where.split('=', 1)[-1]}"
+                )  # fmt: skip
     for key in sorted(mine.keys() | theirs.keys()):
         if _is_safe(key) or mine.get(key) == theirs.get(key):
             continue

@@ -233,6 +233,32 @@ def test_resume_keeps_the_run_and_refuses_changes_to_what_is_trained(tmp_path):
     assert state(run_dir / "checkpoints" / "last.pt")["iteration"] == 3
     assert [p.name for p in (run_dir / ".hydra").glob("resume-*")] == ["resume-1", "resume-2", "resume-3"] or \
         len(list((run_dir / ".hydra").glob("resume-*"))) >= 1  # fmt: skip
+    # another directory for a run that continues in its own: refused (it was ignored, the run's files overwritten)
+    elsewhere = run_main("train", f"resume={run_dir}", f"hydra.run.dir={tmp_path / 'elsewhere'}", "iterations=5")
+    assert elsewhere.code == 2 and elsewhere.error_lines[0].startswith(f"error: hydra.run.dir={tmp_path / 'elsewhere'} "
+                                                                       "cannot be combined with resume=")  # fmt: skip
+    assert not (tmp_path / "elsewhere").exists() and state(run_dir / "checkpoints" / "last.pt")["iteration"] == 3
+    # a checkpoint of the run other than last.pt continues in a new directory (it wrote over the newer last.pt)
+    older = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=True)
+    older["iteration"] = 2
+    torch.save(older, run_dir / "checkpoints" / "best.pt")
+    branch = run_main("train", f"resume={run_dir / 'checkpoints' / 'best.pt'}", f"hydra.run.dir={tmp_path / 'branch'}",
+                      "iterations=4")  # fmt: skip
+    assert branch.code == 0, branch.stderr
+    assert state(run_dir / "checkpoints" / "last.pt")["iteration"] == 3
+    assert state(tmp_path / "branch" / "checkpoints" / "last.pt")["iteration"] == 4
+
+
+def test_a_linear_schedule_keeps_its_budget_on_resume(tmp_path):
+    """The rate decays over the run's budget: a resume with another budget trained neither run."""
+    run_dir = tmp_path / "run"
+    assert run_main("train", *TINY, "algo.lr_schedule=linear", "iterations=2", f"hydra.run.dir={run_dir}").code == 0
+    for budget in ("iterations=4", "max_env_steps=100000"):
+        out = run_main("train", f"resume={run_dir}", budget)
+        assert out.code == 2 and len(out.error_lines) == 1, out.stderr[-2000:]
+        assert (f"{budget.split('=')[0]}={budget.split('=')[1]!s}" in out.error_lines[0]
+                and "with algo.lr_schedule=linear the learning rate decays to 0 over the run's budget"
+                in out.error_lines[0]), out.error_lines[0]  # fmt: skip
 
 
 def test_a_resumed_run_needs_not_the_files_it_started_from(tmp_path):
