@@ -209,11 +209,26 @@ def _read(path: Path, map_location: str | torch.device) -> dict[str, Any]:
         obj = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:  # what torch raises for a bad file varies: name what the file is instead
         raise CheckpointError(_unreadable(path, size, err)) from None
+    bad = _failed_crc(path)
+    if bad is not None:  # torch reads the tensors' bytes without checking them: altered weights would load
+        raise CheckpointError(f"{path} is corrupt ({size} bytes): its entry {bad} fails its CRC check")
     if not isinstance(obj, dict):
         kind = "a bare tensor" if isinstance(obj, torch.Tensor) else f"a {type(obj).__name__}"
         raise CheckpointError(f"{path} holds {kind}, not a checkpoint (a dict with format_version, config and "
                               "policy, as training and pretrain_bc write)")  # fmt: skip
     return obj
+
+
+def _failed_crc(path: Path) -> str | None:
+    """The first entry of the checkpoint's zip archive whose bytes fail their CRC-32, or None (also
+    for a legacy, non-zip checkpoint, which has none)."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return archive.testzip()
+    except zipfile.BadZipFile:
+        return None
 
 
 def _unreadable(path: Path, size: int, err: Exception) -> str:

@@ -116,6 +116,22 @@ def raw(content):
     return lambda good, path: path.write_bytes(content(good) if callable(content) else content)
 
 
+def _flipped_tensor_bytes(good) -> bytes:
+    """The training checkpoint with 16 bytes of its largest tensor inverted: a zip that still
+    reads, whose entry no longer matches its CRC (torch.load does not check it)."""
+    import zipfile
+
+    data = bytearray(good.train.read_bytes())
+    with zipfile.ZipFile(good.train) as archive:
+        entry = max((i for i in archive.infolist() if "/data/" in i.filename), key=lambda i: i.file_size)
+    header = entry.header_offset
+    name_len, extra_len = int.from_bytes(data[header + 26:header + 28], "little"), \
+        int.from_bytes(data[header + 28:header + 30], "little")  # fmt: skip
+    start = header + 30 + name_len + extra_len + entry.file_size // 2
+    data[start:start + 16] = bytes(b ^ 0xFF for b in data[start:start + 16])
+    return bytes(data)
+
+
 def saved(obj):
     return lambda good, path: torch.save(obj(path) if callable(obj) else obj, path)
 
@@ -171,6 +187,8 @@ CHECKPOINTS = {
     "truncated": (raw(lambda g: g.train.read_bytes()[: g.train.stat().st_size // 2]), ALL, r"truncated or corrupt"),
     "random_bytes": (raw(np.random.default_rng(0).bytes(4096)), ALL, r"not a PyTorch checkpoint"),
     "text": (raw(b"this is not a checkpoint\n"), ALL, r"not a PyTorch checkpoint"),
+    "flipped_tensor_bytes": (raw(_flipped_tensor_bytes), ALL,  # loaded, altered weights and all, before
+                             r"is corrupt \(\d+ bytes\): its entry \S+/data/\d+ fails its CRC check"),
     "demo_dataset": (lambda g, p: shutil.copy(g.demos, p), ALL,  # a whole zip: was "truncated or corrupt"
                      r"is not a PyTorch checkpoint \(\d+ bytes\): it is a numpy \.npz archive \(a demo dataset\?\)"),
     "bare_tensor": (saved(torch.zeros(3)), ALL, r"holds a bare tensor, not a checkpoint"),
@@ -239,7 +257,7 @@ CLI_GAPS: dict[str, str] = {}
 # flaw through each command; every variant through every command runs with `pytest -m slow`. The
 # readers' APIs see every variant in the default run (the tests after these).
 FAST = {
-    ("evaluate", "zero_bytes"), ("evaluate", "pickle_payload"),
+    ("evaluate", "zero_bytes"), ("evaluate", "pickle_payload"), ("init_from", "flipped_tensor_bytes"),
     ("resume", "truncated"), ("resume", "bare_tensor"), ("resume", "bc_checkpoint"), ("resume", "no_optimizer"),
     ("resume", "start_replay_not_a_buffer"),
     ("init_from", "random_bytes"), ("init_from", "pickle_payload"), ("init_from", "nan_weight"),
