@@ -198,10 +198,10 @@ def pretrain_stage(cfg: TrainConfig, run_dir: Path, demos: DemoDataset | None, d
         else:
             data, stats = collect_expert_demos(cfg.env, d.expert, d.episodes, d.noise, d.seed, d.max_attempts)
         demos_path, collect_stats = data.save(run_dir / "demos.npz"), stats.to_json()
-        (run_dir / "demos.json").write_text(json.dumps(collect_stats, indent=1))
+        checkpoint.write_text_atomic(run_dir / "demos.json", json.dumps(collect_stats, indent=1))
     policy, result = clone(data, cfg.policy, cfg.bc, device)
     bc_eval = adopt(policy)
     checkpoint.save_atomic(checkpoint_from_bc(policy, cfg, str(demos_path), result, bc_eval), run_dir / "bc.pt")
     info = {"demos": str(demos_path), "collect": collect_stats, "bc": result.to_json(), "eval": bc_eval.to_json()}
-    (run_dir / "bc.json").write_text(json.dumps(info, indent=1))
+    checkpoint.write_text_atomic(run_dir / "bc.json", json.dumps(info, indent=1))
     return {"source": str(run_dir / "bc.pt"), "demo_episodes": data.n_episodes}

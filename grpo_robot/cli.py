@@ -90,9 +90,9 @@ def _train(cfg: DictConfig) -> float | None:
                       f"iteration {target.get('iteration')} ({target.get('success', 0):.1%} on held-out seeds); "
                       "nothing to do. To train on, resume with a higher target_success=... or target_success=null")
                 return None
-        from grpo_robot.config import unused_policy_settings
+        from grpo_robot.config import unused_settings
 
-        for setting in unused_policy_settings(train_cfg.policy):
+        for setting in unused_settings(train_cfg):
             log.warning("%s (set by the preset or the command line)", setting)
         trainer = Trainer(train_cfg, run_dir)
     except (ValueError, FileNotFoundError) as err:  # ConfigError, or an init_from/demos/env that does not fit
@@ -122,9 +122,9 @@ def _train(cfg: DictConfig) -> float | None:
         print(f"stopped by {summary['signal']}: {saved}; {resume}", file=sys.stderr)
         sys.exit(128 + int(getattr(signal, summary["signal"])))
     if summary["stopped"] == "error":
-        saved = f"the last completed iteration ({summary['iterations']}) is in {last}" if last.exists() else \
-            "nothing was saved"  # fmt: skip
-        print(f"error: {summary['error']} ({saved}; {resume})", file=sys.stderr)
+        saved = f"the last completed iteration ({summary['iterations']}) is in {last}; {resume}" if last.exists() \
+            else "nothing was saved"  # fmt: skip
+        print(f"error: {summary['error']} ({saved})", file=sys.stderr)
         sys.exit(1)
     return None if result is None else result.rate
 

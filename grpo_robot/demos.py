@@ -52,6 +52,10 @@ FORMAT_VERSION = 2
 ARRAYS = ("obs", "actions", "expert_actions", "lengths", "seeds")
 
 
+class TooFewDemos(RuntimeError):
+    """The expert succeeded too rarely to give `demos.episodes` within `demos.max_attempts`."""
+
+
 class DatasetError(ValueError):
     """A demonstration dataset that cannot be used: one line naming the file and what is wrong."""
 
@@ -248,13 +252,20 @@ class DemoDataset:
         if (self.lengths < 1).any():
             e = int(np.flatnonzero(self.lengths < 1)[0])
             raise DatasetError(f"{where}: episode {e} has length {int(self.lengths[e])}; lengths must be >= 1")
-        steps = int(self.lengths.sum())
+        steps = sum(int(n) for n in self.lengths)  # Python integers: an int64 sum can wrap around to the rows'
         if not (len(self.obs) == len(self.actions) == steps):
             raise DatasetError(f"{where}: obs has {len(self.obs)} rows and actions {len(self.actions)}, but the "
                                f"episode lengths add up to {steps}")  # fmt: skip
         if self.obs.shape[1] < 1 or self.actions.shape[1] < 1:
             raise DatasetError(f"{where}: obs {list(self.obs.shape)} and actions {list(self.actions.shape)} must have "
                                "at least one column")  # fmt: skip
+        if isinstance(self.env, dict):  # the env record names the env it came from, in these forms
+            for key, kind, form in (("kwargs", dict, "a mapping of constructor arguments"),
+                                    ("obs_keys", list, "a list of observation keys")):  # fmt: skip
+                value = self.env.get(key)
+                if value is not None and not isinstance(value, kind):
+                    raise DatasetError(f"{where}: its env record's {key} is a {type(value).__name__} ({value!r:.60}), "
+                                       f"not {form}")  # fmt: skip
         for key, dim in (("obs_dim", self.obs.shape[1]), ("action_dim", self.actions.shape[1])):
             recorded = self.env.get(key) if isinstance(self.env, dict) else None
             if recorded is not None and recorded != dim:
@@ -301,7 +312,7 @@ def collect_demos(
 
     Episode k starts from `seeding.demo_seeds(seed, k, 1)`; the action noise
     comes from a generator seeded by `seed`, so a call is reproducible. Failed episodes are
-    dropped. Raises `RuntimeError` if fewer than `episodes` succeed within `max_attempts`
+    dropped. Raises `TooFewDemos` (a `RuntimeError`) if fewer than `episodes` succeed within `max_attempts`
     (default 10 x episodes + 64).
     """
     if episodes < 1:
@@ -347,7 +358,7 @@ def collect_demos(
                 if len(kept) == episodes:
                     break
     if len(kept) < episodes:
-        raise RuntimeError(
+        raise TooFewDemos(
             f"the {task.name} expert succeeded in only {len(kept)} of {attempted} episodes with noise={noise}; "
             f"lower the noise or raise max_attempts"
         )
@@ -426,8 +437,12 @@ class Expert:
         self._reset = getattr(obj, "reset", None)
 
     def reset(self) -> None:
+        """The expert's own `reset()` before each episode, if it has one; a raise is one line."""
         if callable(self._reset):
-            self._reset()
+            try:
+                self._reset()
+            except Exception as err:
+                raise ValueError(f"demos.expert={self.path!r}: its reset() raised {one_line(err)}") from None
 
     def __call__(self, obs: Any, info: dict, size: int, where: str) -> np.ndarray:
         """The expert's action as a flat float64 `[size]` array; a raise, a wrong size or a
@@ -449,23 +464,45 @@ class Expert:
         return action
 
 
-def expert_episodes(env_cfg: EnvConfig, expert: str, seeds: Any, noise: float = 0.0, rng_seed: int = 0):
+def expert_episodes(env_cfg: EnvConfig, expert: str, seeds: Any, noise: float = 0.0, rng_seed: int = 0,
+                    check_seed: int | None = None):  # fmt: skip
     """Run `expert` (see `Expert`) on one world of the Gymnasium env `env_cfg`, one episode per
     reset seed drawn from the iterable `seeds`, with N(0, noise) on the executed actions. Yields
     `(seed, obs [T, obs_dim], executed [T, action_dim], labels [T, action_dim], success, failed)`
     per episode, actions in [-1, 1]; success as the trainer judges it (`env.success_key` or
-    `env.success_fn`, `env.outcome`). The world is `expert_episodes.world` while it runs."""
-    from grpo_robot.gym_vector import ENV_ENDED, FAILED, HORIZON, RUNNING, SUCCEEDED, OutcomeEnv, probe
+    `env.success_fn`, `env.outcome`). The world is `expert_episodes.world` while it runs. With
+    `check_seed`, the world is first reset twice from it: an env that does not repeat its start
+    from a seed is refused in one line (the seeds recorded would not replay)."""
+    from grpo_robot.gym_vector import ENV_ENDED, FAILED, HORIZON, RUNNING, SUCCEEDED, OutcomeEnv, Watchdog, probe
 
     policy = Expert(expert)
-    inner, horizon = probe(env_cfg)
+    watch = Watchdog(env_name(env_cfg), env_cfg.step_timeout_s, np.zeros(1, np.int64))  # each reset and step
+    try:
+        inner, horizon = probe(env_cfg, watch)
+    except BaseException:
+        watch.close()
+        raise
     world = OutcomeEnv(env_cfg, horizon, inner)
+    world.watchdog, world.index = watch, 0
+    if check_seed is not None:
+        watch.seeds[0] = check_seed
+        starts = [world.reset(seed=check_seed)[0] for _ in range(2)]
+        if world.ended != FAILED and not np.array_equal(*starts):
+            k = int(np.argmax(np.abs(starts[0] - starts[1])))
+            watch.close()
+            world.close()
+            raise ValueError(f"{env_name(env_cfg)} ignores its reset seed: reset twice with seed {check_seed}, it "
+                             f"started from different observations (obs[{k}]: {starts[0][k]:.6g} vs "
+                             f"{starts[1][k]:.6g}), so the demonstrations' seeds would not replay their starts; set "
+                             "env.group_start=clone (seeds are then recorded as -1), or env.check_seeding=false if "
+                             "its observations are noisy by design")  # fmt: skip
     size = int(np.prod(inner.action_space.shape))
     rng = np.random.default_rng([rng_seed, 7])
     final_step = env_cfg.outcome == "final_step"
     empty = np.zeros((0, world.obs_dim), np.float32), np.zeros((0, size), np.float32)
     try:
         for k, reset_seed in enumerate(seeds):
+            watch.seeds[0] = int(reset_seed)
             obs, _ = world.reset(seed=int(reset_seed))
             if world.ended == FAILED:
                 yield int(reset_seed), empty[0], empty[1], empty[1], False, True, world
@@ -482,6 +519,7 @@ def expert_episodes(env_cfg: EnvConfig, expert: str, seeds: Any, noise: float = 
             columns = [np.stack(c) for c in zip(*rows, strict=True)]
             yield int(reset_seed), *columns, bool(ok), world.ended == FAILED, world
     finally:
+        watch.close()
         world.close()
 
 
@@ -500,7 +538,7 @@ def collect_expert_demos(
     Episode k resets with `seeding.demo_seeds(seed, k, 1)`; the seed is recorded unless
     `env.group_start=clone` says the env does not repeat from it. The expert's action is mapped
     into [-1, 1] (the label), noise is added to the executed action only. Stops with a one-line
-    `RuntimeError` once `episodes` can no longer be reached within `max_attempts` (default
+    `TooFewDemos` (a `RuntimeError`) once `episodes` can no longer be reached within `max_attempts` (default
     10 x episodes + 64), naming the success rate the expert reached. `progress(kept, attempted)`
     is called after each episode.
     """
@@ -521,7 +559,8 @@ def collect_expert_demos(
             yield demo_seeds(seed, k, 1)[0]
             k += 1
 
-    for episode in expert_episodes(env_cfg, expert, seeds(), noise, seed):
+    check = int(demo_seeds(seed, 0, 1)[0]) if seeded and env_cfg.check_seeding else None
+    for episode in expert_episodes(env_cfg, expert, seeds(), noise, seed, check):
         reset_seed, obs, act, label, ok, crashed, world = episode
         attempted += 1
         failed += int(crashed)
@@ -530,7 +569,7 @@ def collect_expert_demos(
         if progress is not None:
             progress(len(kept), attempted)
     if len(kept) < episodes:
-        raise RuntimeError(
+        raise TooFewDemos(
             f"demos.expert={expert!r} succeeded in {len(kept)} of {attempted} episodes "
             f"({len(kept) / max(attempted, 1):.1%}) on {env_name(env_cfg)} with demos.noise={noise}, short of "
             f"demos.episodes={episodes} within demos.max_attempts={max_attempts}; check the expert (its actions are "

@@ -192,5 +192,7 @@ def plot_runs(paths: Sequence[str | Path], output: Path, keys: Sequence[str] = L
     lines = group(runs, keys)
     draw(lines, output)
     rows = summary(lines)
-    output.with_suffix(".json").write_text(json.dumps(rows, indent=1))
+    from grpo_robot.checkpoint import write_text_atomic
+
+    write_text_atomic(output.with_suffix(".json"), json.dumps(rows, indent=1))
     return rows

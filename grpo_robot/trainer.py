@@ -42,6 +42,7 @@ from omegaconf import OmegaConf
 from grpo_robot import checkpoint, lifecycle, machine, rundir
 from grpo_robot.algo import ADVANTAGE_ESTIMATORS, mixed_fraction
 from grpo_robot.config import ConfigError, TrainConfig, config_dict, policy_kwargs, validate
+from grpo_robot.demos import TooFewDemos
 from grpo_robot.device import resolve_device
 from grpo_robot.environment import GroupEnv, make_env, make_eval_env
 from grpo_robot.evaluation import EvalResult, evaluate
@@ -60,7 +61,7 @@ if TYPE_CHECKING:
 # what ends a run early with an error, its last completed iteration saved: a broken env, an update
 # that keeps going non-finite, a file that cannot be written
 RUN_ERRORS: tuple[type[BaseException], ...] = (TrainingDiverged, EnvFailure, RolloutError, checkpoint.WriteError,
-                                               checkpoint.NonFiniteError)  # fmt: skip
+                                               checkpoint.NonFiniteError, TooFewDemos)  # fmt: skip
 
 
 def episode_scalars(batch: Batch) -> dict[str, float]:

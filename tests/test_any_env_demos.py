@@ -207,6 +207,7 @@ def test_a_seed_ignoring_env_records_no_seeds():
         ("toy_envs:idle_expert", r"succeeded in 0 of 3 episodes \(0.0%\) on toy_envs:PointReach"),
         ("toy_envs:no_such_expert", r"toy_envs has no attribute 'no_such_expert'"),
         ("toy_envs:SLIDER_XML", r"is a str: it must be a function"),
+        ("toy_envs:ResetRaisingExpert", r"its reset\(\) raised KeyError: 'calibration'$"),  # was a traceback
     ],
 )
 def test_bad_experts_get_one_line(expert, message):
@@ -449,3 +450,12 @@ def test_pretrain_on_a_gymnasium_env_with_a_tokenized_policy(tmp_path):
     bc = checkpoint.load(tmp_path / "bc.pt")
     assert bc["kind"] == "bc" and bc["policy"]["type"] == "tokenized" and bc["config"]["env"]["entry_point"]
     assert summary["initial_policy"]["eval"]["success_rate"] >= 0.5  # the clone of an expert that always succeeds
+
+
+def test_expert_demos_on_an_env_that_ignores_its_seed_are_refused_unless_cloned():
+    """The recorded seeds would not replay their starts (they were recorded, and `replay` failed later)."""
+    with pytest.raises(ValueError, match=r"^toy_envs:GlobalRandomReach ignores its reset seed: reset twice with seed "
+                                         r"2000000000, it started from different observations .*env.group_start=clone"):
+        collect_expert_demos(toy("GlobalRandomReach"), "toy_envs:point_expert", 2)
+    data, _ = collect_expert_demos(toy("GlobalRandomReach", group_start="clone"), "toy_envs:point_expert", 2)
+    np.testing.assert_array_equal(data.seeds, [-1, -1])

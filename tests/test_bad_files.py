@@ -491,6 +491,13 @@ DEMOS = {
     "env_says_other_obs_dim": (npz(lambda a: a.update(env=np.array(json.dumps({"task": "Reach", "version": 0,
                                                                                 "obs_dim": 99})))),
                                r"its env records obs_dim=99, but the arrays have \d+ columns"),
+    # an int64 sum of these wrapped around to the rows' count, and the file loaded (then crashed the process)
+    "lengths_overflow": (npz(lambda a: a.update(lengths=np.array([2**62] * 4 + [int(a["lengths"].sum())]),
+                                                seeds=np.arange(5))),  # fmt: skip
+                         r"lengths add up to 18446744073709551\d+"),
+    "env_kwargs_a_list": (npz(lambda a: a.update(env=np.array(json.dumps({"task": "Reach", "version": 0,
+                                                                           "kwargs": [1, 2]})))),
+                          r"its env record's kwargs is a list \(\[1, 2\]\), not a mapping of constructor arguments"),
 }  # fmt: skip
 
 

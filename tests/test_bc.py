@@ -457,3 +457,16 @@ def test_a_pipeline_stopped_at_iteration_0_resumes_bit_identically(tmp_path):
     for (name, a), b in zip(resumed.policy.state_dict().items(), whole.policy.state_dict().values(), strict=True):
         assert torch.equal(a, b), name
     assert summary["initial_policy"]["eval"]["success_rate"] == whole.pretrained["eval"]["success_rate"]
+
+
+def test_an_expert_that_falls_short_ends_the_pipeline_in_one_line(tmp_path):
+    """Too few successful demonstrations within demos.max_attempts: one line and summary.json's
+    error (a RuntimeError traceback before, and no summary)."""
+    out = run_main("train", "env=reach", "policy.hidden_sizes=[16]", "eval_seeds=4", "algo.groups_per_iter=2",
+                   "algo.group_size=2", "algo.minibatches=1", "pretrain=true", "demos.noise=5", "demos.episodes=3",
+                   "demos.max_attempts=3",
+                   "progress=false", f"hydra.run.dir={tmp_path / 'run'}")  # fmt: skip
+    assert out.code == 1 and out.error_lines[-1].startswith("error: the Reach expert succeeded in only "), out.stderr
+    assert out.error_lines[-1].endswith("lower the noise or raise max_attempts (nothing was saved)")
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["stopped"] == "error" and summary["error"].startswith("the Reach expert succeeded in only ")

@@ -423,6 +423,16 @@ def test_policy_keys_the_policy_does_not_use_are_named(overrides, unused):
     assert unused_policy_settings(cfg.policy) == unused
 
 
+def test_collection_keys_a_dataset_makes_moot_are_named():
+    from grpo_robot.config import unused_settings
+
+    minari = "experiment=fetch_push_minari"
+    assert unused_settings(compose_train_config(minari, "seed=3")) == []  # demos.seed: ${seed}
+    assert unused_settings(compose_train_config(minari, "demos.episodes=5", "demos.noise=0.1")) == [
+        f"demos.{k} has no effect with demos.path=tests/data/minari/grpo-robot/fetch-push-expert-v0 (every "
+        "episode of the dataset is cloned)" for k in ("episodes=5", "noise=0.1")]  # fmt: skip
+
+
 def test_a_preset_built_on_another_keeps_the_base_and_yields_to_the_command_line():
     """`experiment=push_cube_bc_tokenized` is push_cube_bc with its own policy (64 bins on a bump,
     the free logits at a tenth of the rate, the mean decode), and the base's env, budget, demos,

@@ -411,3 +411,27 @@ def test_the_cli_refuses_an_env_that_ignores_its_seed_in_one_line(tmp_path, vect
     assert out.error_lines[0].startswith("error: tests.toy_envs:GlobalRandomReach ignores its reset seed: world")
     assert "env.group_start=clone" in out.error_lines[0]
     assert set(descendants()) <= before  # the async workers were ended
+
+
+def test_a_hung_env_while_an_expert_records_demos_ends_in_one_line():
+    """`env.step_timeout_s` bounds the expert's episodes too (it was ignored there: a hung env hung
+    `collect_demos` and `pretrain=true` for good)."""
+    script = textwrap.dedent("""
+        from grpo_robot.config import EnvConfig
+        from grpo_robot.demos import collect_expert_demos
+        from grpo_robot.seeding import demo_seeds
+
+        second = int(demo_seeds(0, 1, 1)[0])  # its episode runs 4 steps (the first ends after 1)
+        cfg = EnvConfig(task=None, entry_point="toy_envs:Hangs", horizon=10, step_timeout_s=1.0,
+                        kwargs={"seed": second, "at": 2})
+        collect_expert_demos(cfg, "toy_envs:point_expert", 2)
+        print("not reached", flush=True)
+    """)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])}
+    start = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 1 and "not reached" not in out.stdout, out.stderr[-2000:]
+    assert time.monotonic() - start < 30
+    errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith("error: toy_envs:Hangs: world 0 (seed "), errors
+    assert "did not return from step 2 within env.step_timeout_s=1 s" in errors[0], errors[0]

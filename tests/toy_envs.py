@@ -463,6 +463,11 @@ class GetActionExpert:
         return point_expert(obs, {})
 
 
+class ResetRaisingExpert(GetActionExpert):
+    def reset(self):
+        raise KeyError("calibration")
+
+
 def raising_expert(obs, info):
     raise RuntimeError("lost track of the goal")
 

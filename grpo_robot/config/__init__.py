@@ -31,6 +31,7 @@ from grpo_robot.config.schema import (
     env_source,
     policy_kwargs,
     unused_policy_settings,
+    unused_settings,
 )
 from grpo_robot.config.store import (
     RENAMED_KEYS,
@@ -65,7 +66,8 @@ __all__ = [
     "RenderConfig", "RolloutConfig", "StartReplayConfig", "StdAnnealConfig", "WandbConfig",
     "RENAMED_KEYS", "TrainConfig", "check_values", "config_dict", "env_config", "env_config_dict", "env_name",
     "env_source", "migrate", "policy_kwargs", "register_configs", "renamed_key_error", "to_train_config", "validate",
-    "free_dict_overrides", "unused_policy_settings", "whole_number_overrides",
+    "free_dict_overrides", "unused_policy_settings", "unused_settings",
+    "whole_number_overrides",
     "validate_bc", "validate_collect", "validate_demos", "validate_device", "validate_env", "validate_eval",
     "validate_policy", "validate_pretrain",
 ]  # fmt: skip

@@ -165,6 +165,20 @@ def unused_policy_settings(cfg: PolicyConfig) -> list[str]:
             if f.name != "type" and f.name not in takes and getattr(cfg, f.name) != getattr(default, f.name)]
 
 
+def unused_settings(cfg: Any) -> list[str]:
+    """`unused_policy_settings`, and the `demos.` keys that a dataset (`demos.path`) makes moot:
+    the ones that say how to collect demonstrations, set away from their defaults."""
+    lines = unused_policy_settings(cfg.policy)
+    if cfg.pretrain and cfg.demos.path:
+        default = DemoConfig()
+        for key in ("expert", "episodes", "noise", "seed", "max_attempts"):
+            value = getattr(cfg.demos, key)
+            if value != getattr(default, key) and not (key == "seed" and value == cfg.seed):  # the presets' ${seed}
+                lines.append(f"demos.{key}={value} has no effect with demos.path={cfg.demos.path} (every episode of "
+                             "the dataset is cloned)")  # fmt: skip
+    return lines
+
+
 def constructor_arguments(cls: type) -> set[str]:
     """The keyword arguments `cls(...)` takes: its `__init__`'s, and where that takes `**kwargs`,
     those of the `__init__` above it in the class hierarchy (which it is assumed to pass them to)."""
