@@ -217,6 +217,8 @@ def unit_actions(actions: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.n
 
 def _truth(value: Any, what: str) -> bool:
     """`value` as a success flag; a NaN (which `bool` takes for True) raises, so the world fails."""
+    if isinstance(value, np.ndarray) and value.size == 1:  # a 0-d or one-element array: its element
+        value = value.reshape(()).item()
     if isinstance(value, float | np.floating) and value != value:
         raise ValueError(f"{what} is nan, not a success flag")
     return bool(value)

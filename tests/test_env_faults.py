@@ -365,8 +365,9 @@ def test_a_hung_step_in_sync_ends_the_process_with_one_line(tmp_path):
     assert 1.0 + 0.36 < ended - starts[1] < 6.0  # two steps of 0.18 s, then the timeout (and the exit)
 
 
-def test_a_nan_success_flag_fails_its_world_instead_of_counting_as_a_success():
-    env = GymGroupEnv(toy("NaNSuccess", kwargs={"at": 3, "tolerance": 0.0}), 4)  # no real success
+@pytest.mark.parametrize("in_array", [False, True])  # a nan inside a one-element array read as True too
+def test_a_nan_success_flag_fails_its_world_instead_of_counting_as_a_success(in_array):
+    env = GymGroupEnv(toy("NaNSuccess", kwargs={"at": 3, "tolerance": 0.0, "in_array": in_array}), 4)  # no success
     try:
         env.reset([2, 3, 4, 5])
         for _ in range(3):

@@ -277,11 +277,12 @@ class CountsBuilds(PointReach):
 
 
 class NaNSuccess(PointReach):
-    """Reports success as nan from step `at` on, in the worlds reset from an even seed."""
+    """Reports success as nan from step `at` on, in the worlds reset from an even seed (`in_array`:
+    as a one-element array)."""
 
-    def __init__(self, at: int = 3, **kwargs):
+    def __init__(self, at: int = 3, in_array: bool = False, **kwargs):
         super().__init__(**kwargs)
-        self.at = at
+        self.at, self.in_array = at, in_array
 
     def reset(self, *, seed=None, options=None):
         self.even = seed is not None and seed % 2 == 0
@@ -289,7 +290,8 @@ class NaNSuccess(PointReach):
 
     def step(self, action):
         obs, reward, terminated, truncated, info = super().step(action)
-        return obs, reward, terminated, truncated, {"is_success": float("nan") if self.even and self.t >= self.at
+        nan = np.array([np.nan]) if self.in_array else float("nan")
+        return obs, reward, terminated, truncated, {"is_success": nan if self.even and self.t >= self.at
                                                     else info["is_success"]}  # fmt: skip
 
 
