@@ -135,6 +135,14 @@ def load_callable(path: str, key: str, check: bool = True) -> Callable[..., Any]
     return obj
 
 
+class EnvNotBuilt(ValueError):
+    """The env's constructor raised: one line naming the env, and `cause`, the error itself."""
+
+    def __init__(self, cfg: EnvConfig, err: BaseException) -> None:
+        self.cause = f"{type(err).__name__}: {_one_line(err)}"
+        super().__init__(f"{env_name(cfg)} could not be built: {self.cause}")
+
+
 def make_inner(cfg: EnvConfig) -> gymnasium.Env:
     """The user's env, one world, exactly as configured."""
     import_modules(cfg.imports)
@@ -160,11 +168,11 @@ def make_inner(cfg: EnvConfig) -> gymnasium.Env:
         if unexpected and unexpected.group(1) in cfg.kwargs:  # a misspelled or foreign key in env.kwargs
             raise ValueError(f"env.kwargs.{unexpected.group(1)} is invalid: {env_name(cfg)} takes no argument "
                              f"{unexpected.group(1)!r}") from None  # fmt: skip
-        raise ValueError(f"{env_name(cfg)} could not be built: TypeError: {_one_line(err)}") from None
+        raise EnvNotBuilt(cfg, err) from None
     except ValueError:
         raise
     except Exception as err:  # a constructor that raises (a device it cannot open, a file it lacks): one line
-        raise ValueError(f"{env_name(cfg)} could not be built: {type(err).__name__}: {_one_line(err)}") from None
+        raise EnvNotBuilt(cfg, err) from None
     if not isinstance(env, gymnasium.Env):  # gymnasium.make's always is
         raise ValueError(f"env.entry_point={cfg.entry_point!r} made a {type(env).__name__}, not a gymnasium.Env")
     if cfg.horizon is not None:  # env.horizon wins over a shorter TimeLimit the entry point wrapped around its env
@@ -529,7 +537,8 @@ def _worker(index: int, env_fn: Callable[[], gymnasium.Env], pipe: Any, parent_p
         env = env_fn()
     except Exception as err:  # noqa: BLE001  (told to the main process)
         parent_pipe.close()
-        pipe.send((NotBuilt(f"{type(err).__name__}: {_one_line(err)}"), False))
+        cause = err.cause if isinstance(err, EnvNotBuilt) else f"{type(err).__name__}: {_one_line(err)}"
+        pipe.send((NotBuilt(cause), False))
         return
     _async_worker(index, lambda: env, pipe, parent_pipe, *rest)
 
