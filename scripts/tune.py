@@ -51,19 +51,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    if args.out.exists() and not args.out.is_dir():
+        print(f"error: --out={args.out} is a file; the study needs a directory", file=sys.stderr)
+        return 2
+    if (args.out / "study.db").is_file() and not _is_sqlite(args.out / "study.db"):
+        print(f"error: --out={args.out}: its study.db is not an SQLite database (a study's)", file=sys.stderr)
+        return 2
     if not args.report:
         try:
             tune.run(space, args.out, args.trials, log=lambda line: print(line, flush=True), enqueue=enqueue,
                      any_machine=args.any_machine)  # fmt: skip
-        except (ConfigError, tune.OtherMachine) as err:  # draw after draw refused by the config; another machine
+        except (ConfigError, tune.OtherMachine, tune.OtherScoring) as err:  # refused draws; another machine or score
             print(f"error: {err}", file=sys.stderr)
             return 2
         except tune.TuneInterrupted as err:
             print(f"error: the search stopped: {err}; the trial is left failed, run the command again to go on",
                   file=sys.stderr)  # fmt: skip
             return 1
-    print("\n".join(tune.report(space, args.out)))
+        except OSError as err:
+            print(f"error: --out={args.out}: {err.strerror or err} ({err.filename or args.out})", file=sys.stderr)
+            return 1
+    try:
+        print("\n".join(tune.report(space, args.out)))
+    except tune.OtherScoring as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     return 0
+
+
+def _is_sqlite(path: Path) -> bool:
+    with open(path, "rb") as f:
+        head = f.read(16)
+    return head == b"SQLite format 3\x00" or head == b""
 
 
 if __name__ == "__main__":

@@ -429,3 +429,68 @@ def test_prune_after_sets_the_first_seed_at_which_a_trial_can_be_pruned(tmp_path
         assert st.trials[4].state.name == "PRUNED" and last_seed == list(range(pruned_at[0] + 1))
     else:
         assert st.trials[4].state.name == "COMPLETE" and last_seed == [0, 1, 2]
+
+
+def test_a_lucky_first_seed_no_longer_keeps_a_trial_from_being_pruned(tmp_path, monkeypatch):
+    """Trials 0-3 cost 2 on each seed; trial 4 costs 1, then 10: its mean after seed 1 (5.5) is
+    worse than the median (2). Optuna's median pruner compared its best mean (1.0) and let it run."""
+    space_file = tmp_path / "space.yaml"
+    space_file.write_text(TINY.replace("seeds: [0, 1]", "seeds: [0, 1, 2]"))
+    space = tune.load_space(space_file)
+
+    def fake_train(space, config, run_dir):
+        trial = int(run_dir.parent.name.split("_")[1])
+        cost = (1.0 if config.seed == 0 else 10.0) if trial == 4 else 2.0
+        return {"seed": config.seed, "cost": cost, "reached": True, "final_success": 0.5, "seconds": 1.0}
+
+    monkeypatch.setattr(tune, "train_one", fake_train)
+    st = tune.run(space, tmp_path / "study", 5, log=lambda line: None)
+    assert st.trials[4].state.name == "PRUNED" and st.trials[4].intermediate_values == {0: 1.0, 1: 5.5}
+
+
+def test_a_study_scored_otherwise_is_refused(tmp_path, monkeypatch):
+    space_file = tmp_path / "space.yaml"
+    space_file.write_text(TINY)
+    monkeypatch.setattr(tune, "train_one", lambda space, config, run_dir: {
+        "seed": config.seed, "cost": 1.0, "reached": True, "final_success": 0.5, "seconds": 1.0})
+    tune.run(tune.load_space(space_file), tmp_path / "study", 1, log=lambda line: None)
+    space_file.write_text(TINY.replace("target: 0.3", "target: 0.5"))
+    code, _, stderr = run_cli(str(space_file), "--out", str(tmp_path / "study"), "--trials", "2")
+    assert code == 2 and stderr.startswith(f"error: {tmp_path / 'study'} holds a study scored with target=0.3, and "
+                                           f"{space_file} has target=0.5; its values would not compare")  # fmt: skip
+
+
+def test_more_bad_spaces_and_enqueues_are_one_line(tmp_path):
+    space_file = tmp_path / "space.yaml"
+    for text, message in [
+        (TINY.replace('overrides: [', 'overrides: ["eval_seeds=7", '), "overrides sets eval_seeds, which the space "
+         "sets itself: use the space's eval_seeds"),  # it was replaced by the space's 20, silently
+        (TINY.replace("target: 0.3", "target: 9e-1"), "target='9e-1' is invalid: must be a number > 0"),  # a crash
+    ]:
+        space_file.write_text(text)
+        with pytest.raises(ValueError, match=re.escape(message)):
+            tune.load_space(space_file)
+    conditional = TINY + "  algo.lr_schedule: {choices: [constant, adaptive]}\n" \
+        "  algo.desired_kl: {low: 0.005, high: 0.05, when: {algo.lr_schedule: adaptive}}\n"  # fmt: skip
+    space_file.write_text(conditional)
+    space = tune.load_space(space_file)
+    assert tune.parse_enqueue(space, ["algo.lr=1e-3"]) == {"algo.lr": 0.001}  # refused as a string before
+    with pytest.raises(ValueError, match=r"algo.desired_kl is searched only when algo.lr_schedule in \['adaptive'\]: "
+                                         r"enqueue algo.lr_schedule too"):  # it could be drawn away, unused
+        tune.parse_enqueue(space, ["algo.desired_kl=0.02"])
+    # a condition on a param that was not drawn does not hold (None was "in" a null choice)
+    chained = tune.Param("c", choices=(1, 2), when=(("b", (None,)),))
+    assert not chained.active({"a": "constant"}) and chained.active({"b": None})
+    # a whole-number range on a float key whose preset value is null is searched as floats
+    space_file.write_text(TINY.replace("  policy.init_std: {choices: [0.3, 1.0]}",
+                                       "  policy.max_std: {low: 1, high: 3}"))  # fmt: skip
+    params = {p.key: p for p in tune.load_space(space_file).params}
+    assert isinstance(params["policy.max_std"].low, float)
+
+
+def test_a_record_cut_short_by_a_kill_leaves_the_next_one_readable(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    path.write_text('{"trial": 0}\n{"trial": 1, "co')  # a kill in the middle of a write
+    tune._append_line(path, json.dumps({"trial": 2}))
+    lines = path.read_text().splitlines()
+    assert lines[0] == '{"trial": 0}' and json.loads(lines[2]) == {"trial": 2}

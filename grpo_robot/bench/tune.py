@@ -33,6 +33,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -47,6 +48,11 @@ from grpo_robot.cli import compose_train_config as compose
 TUNE_KEYS = {"experiment", "overrides", "seeds", "target", "max_env_steps", "eval_every", "eval_seeds", "params",
              "objective", "time_limit_min", "prune_after"}  # fmt: skip
 OBJECTIVES = ("env_steps", "seconds")
+# the keys every run of a space sets (Space.base_overrides) -> the space key that sets them
+SPACE_OWNED = {"experiment": "use the space's experiment", "seed": "use the space's seeds",
+               "target_success": "use the space's target", "max_env_steps": "use the space's max_env_steps",
+               "eval_every": "use the space's eval_every", "eval_seeds": "use the space's eval_seeds",
+               "time_limit_min": "use the space's time_limit_min", "iterations": "", "progress": ""}  # fmt: skip
 
 
 class OtherMachine(ValueError):
@@ -80,6 +86,25 @@ def check_machine(space: Space, out: Path, current: dict | None = None) -> None:
                                "there, start a new --out, or pass --any-machine")  # fmt: skip
 
 
+class OtherScoring(ValueError):
+    """A study whose trials were scored otherwise (objective, target, budget, seeds, preset)."""
+
+
+def should_prune(st, number: int, step: int, value: float, prune_after: int | None) -> bool:
+    """Whether trial `number`, whose mean cost after seed `step` (0-based) is `value`, is worse than
+    the median of the other trials' means after that seed: only from seed `prune_after` on, and
+    once 4 trials are complete (Optuna's median pruner compared a trial's best mean so far, so one
+    lucky first seed kept a trial from being stopped however its later seeds went)."""
+    if prune_after is None or step < prune_after - 1:
+        return False
+    trials = [t for t in st.trials if t.number != number and "refused" not in t.user_attrs]
+    if sum(t.state.name == "COMPLETE" for t in trials) < 4:
+        return False
+    seen = [t.intermediate_values[step] for t in trials
+            if t.state.name in ("COMPLETE", "PRUNED") and step in t.intermediate_values]  # fmt: skip
+    return bool(seen) and value > float(np.median(seen))
+
+
 class TuneInterrupted(RuntimeError):
     """A trial's run ended by a signal or an error: the trial is not scored (it is left failed in
     the study, and `run` stops); run the command again to go on."""
@@ -101,7 +126,7 @@ class Param:
 
     def active(self, values: dict[str, Any]) -> bool:
         """Whether a trial whose earlier params drew `values` draws this one."""
-        return all(values.get(key) in allowed for key, allowed in self.when)
+        return all(key in values and values[key] in allowed for key, allowed in self.when)
 
     def condition(self) -> str:
         return " and ".join(f"{key} in {list(allowed)}" for key, allowed in self.when)
@@ -229,19 +254,36 @@ def load_space(path: str | Path) -> Space:
     if "prune_after" in raw and prune_after is not None and not (whole and 1 <= prune_after < len(seeds)):
         raise ValueError(f"{path}: prune_after={prune_after!r} is invalid: allowed: an integer from 1 to "
                          f"{len(seeds) - 1} (seeds run before the pruner may stop a trial), or null (never)")
+    overrides = raw.get("overrides") or []
+    if not isinstance(overrides, list) or not all(isinstance(o, str) for o in overrides):
+        raise ValueError(f"{path}: overrides must be a list of KEY=VALUE strings, got {overrides!r}")
+    for override in overrides:  # the keys the space sets itself would replace these silently
+        key = override.partition("=")[0].lstrip("+~")
+        if key in SPACE_OWNED:
+            raise ValueError(f"{path}: overrides sets {key}, which the space sets itself: "
+                             f"{SPACE_OWNED[key] or 'every run has it as the space fixes it'}")  # fmt: skip
+    for key, kinds in (("target", (int, float)), ("max_env_steps", (int,)), ("eval_every", (int,)),
+                       ("eval_seeds", (int,)), ("time_limit_min", (int, float))):  # fmt: skip
+        value = raw.get(key)
+        if value is not None and (not isinstance(value, kinds) or isinstance(value, bool) or value <= 0):
+            kind = "a whole number" if kinds == (int,) else "a number"
+            raise ValueError(f"{path}: {key}={value!r} is invalid: must be {kind} > 0")
+    if "target" in raw and not 0 < raw["target"] <= 1:
+        raise ValueError(f"{path}: target={raw['target']!r} is invalid: must be a success rate in (0, 1]")
+    if objective == "seconds" and "max_env_steps" not in raw:
+        raw["max_env_steps"] = None  # a seconds search's budget is its time limit alone
     space = Space(experiment=str(raw.get("experiment", "push_from_scratch")), params=tuple(params),
                   overrides=tuple(raw.get("overrides") or ()), seeds=seeds,
                   **{k: raw[k] for k in ("target", "max_env_steps", "eval_every", "eval_seeds", "objective",
                                          "time_limit_min", "prune_after") if k in raw},
                   source=str(path))  # fmt: skip
     try:
-        from omegaconf import OmegaConf
 
         base = compose_config(*space.base_overrides(seeds[0]))  # composed once: each check sets leaves on it
         # a range of whole numbers on a float key ({low: 0, high: 1} for an entropy coefficient) is searched
-        # as floats: the schema's type decides, not how the bounds were written
+        # as floats: the schema's type decides, not how the bounds were written (nor a preset's null)
         params = [replace(p, low=float(p.low), high=float(p.high)) if p.choices is None and isinstance(p.low, int)
-                  and isinstance(p.high, int) and isinstance(OmegaConf.select(base, p.key), float) else p
+                  and isinstance(p.high, int) and _is_float_key(base, p.key) else p
                   for p in params]  # fmt: skip
         space = replace(space, params=tuple(params))
         checks = [({}, seed) for seed in seeds]
@@ -255,6 +297,18 @@ def load_space(path: str | Path) -> Space:
     except Exception as err:  # noqa: BLE001  (Hydra's own errors on a bad override)
         raise ValueError(f"{path}: {type(err).__name__}: {str(err).splitlines()[0]}") from None
     return space
+
+
+def _is_float_key(base, key: str) -> bool:
+    """Whether the config's schema types `key` as a float (an optional one too)."""
+    from grpo_robot.config.store import schema_field
+
+    field_ = schema_field(key)
+    if field_ is not None:
+        return str(field_.type).split(" |")[0] == "float"
+    from omegaconf import OmegaConf
+
+    return isinstance(OmegaConf.select(base, key), float)
 
 
 def _with_values(space: Space, base, values: dict[str, Any], seed: int):
@@ -358,20 +412,32 @@ def train_one(space: Space, cfg, run_dir: Path) -> dict:
             "machine": summary.get("machine")}  # fmt: skip
 
 
-def study(space: Space, out: Path, sampler_seed: int = 0):
+def study(space: Space, out: Path, sampler_seed: int = 0, record: bool = True):
+    """The study in `out` (made if new). Its scoring (preset, objective, target, budgets, seeds,
+    evaluations) is kept with it; a space scored otherwise is `OtherScoring`. `record`: keep the
+    space's scoring in a study that has none yet (`report` only reads)."""
     import optuna
 
     # errors only: a trial that an interrupt or a failed run ends is told in one line of this module's
     # own (`TuneInterrupted`), not with Optuna's warning and its traceback first
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     out.mkdir(parents=True, exist_ok=True)
-    # the pruner is not kept in the study: each process sets it from the space (step k = seed k's running mean)
-    pruner = (optuna.pruners.NopPruner() if space.prune_after is None
-              else optuna.pruners.MedianPruner(n_startup_trials=4, n_warmup_steps=space.prune_after - 1))  # fmt: skip
+    # pruning is `should_prune`'s (Optuna's median pruner compares a trial's best step, not its last)
     st = optuna.create_study(
         study_name="tune", storage=f"sqlite:///{out / 'study.db'}", load_if_exists=True, direction="minimize",
-        pruner=pruner,
+        pruner=optuna.pruners.NopPruner(),
     )  # fmt: skip
+    scoring = {"experiment": space.experiment, "objective": space.objective, "target": space.target,
+               "max_env_steps": space.max_env_steps, "time_limit_min": space.time_limit_min,
+               "seeds": list(space.seeds), "eval_every": space.eval_every, "eval_seeds": space.eval_seeds}  # fmt: skip
+    held = st.user_attrs.get("scoring")
+    if held is None:
+        if record:
+            st.set_user_attr("scoring", scoring)
+    elif held != scoring:  # values scored otherwise would be ranked, and learned from, as one
+        key = next(k for k in scoring if held.get(k) != scoring[k])
+        raise OtherScoring(f"{out} holds a study scored with {key}={held.get(key)!r}, and {space.source} has "
+                           f"{key}={scoring[key]!r}; its values would not compare: start a new --out")  # fmt: skip
     # The sampler's stream starts over in every process: seeded with the seed alone, a resumed
     # study drew its first trials' values again (its random start-up trials, and TPE's candidates).
     # Seeded from (seed, trials the study holds), a new study is reproducible and a resumed one
@@ -392,7 +458,13 @@ def parse_enqueue(space: Space, items: Sequence[str]) -> dict[str, Any]:
         if not sep or key not in params:
             raise ValueError(f"--enqueue {item!r} is invalid: must be KEY=VALUE with KEY one of the searched "
                              f"params ({', '.join(params)})")  # fmt: skip
-        value, p = yaml.safe_load(text), params[key]
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        try:  # as the command line reads it (1e-3 a number, null None)
+            value = OverridesParser.create().parse_override(item).value()
+        except Exception:  # noqa: BLE001
+            value = yaml.safe_load(text)
+        p = params[key]
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
         inside = value in p.choices if p.choices is not None else number and p.low <= value <= p.high
         whole = p.choices is not None or not isinstance(p.low, int) or isinstance(value, int)
@@ -402,11 +474,29 @@ def parse_enqueue(space: Space, items: Sequence[str]) -> dict[str, Any]:
             raise ValueError(f"--enqueue {item!r} is invalid: {key} must be {kind}in {allowed}")
         values[key] = value
     for key in values:
+        missing = [other for other, _ in params[key].when if other not in values]
+        if missing:  # a draw of the condition could leave the enqueued value unused, without a word
+            raise ValueError(f"--enqueue {key}={values[key]!r} is invalid: {key} is searched only when "
+                             f"{params[key].condition()}: enqueue {missing[0]} too")  # fmt: skip
         unmet = [other for other, allowed in params[key].when if other in values and values[other] not in allowed]
         if unmet:
             raise ValueError(f"--enqueue {key}={values[key]!r} is invalid: {key} is searched only when "
                              f"{params[key].condition()}, and it gives {unmet[0]}={values[unmet[0]]!r}")  # fmt: skip
     return values
+
+
+def _append_line(path: Path, line: str) -> None:
+    """Append `line` to `path` as a line of its own, on disk before the search goes on: a line cut
+    short by a kill is ended first, so that the record after it stays readable."""
+    with open(path, "a+b") as f:
+        f.seek(0, 2)
+        if f.tell():
+            f.seek(-1, 2)
+            if f.read(1) != b"\n":
+                f.write(b"\n")
+        f.write(line.encode() + b"\n")
+        f.flush()
+        os.fsync(f.fileno())
 
 
 MAX_REFUSED_DRAWS = 50  # draws in a row the config refuses before the search gives up
@@ -466,15 +556,15 @@ def run(space: Space, out: Path, trials: int, log: Callable[[str], None] = print
         for k, (seed, cfg) in enumerate(zip(space.seeds, configs, strict=True)):
             rec = train_one(space, cfg, out / f"trial_{trial.number:03d}" / f"seed_{seed}")
             rec.update(trial=trial.number, params=values, overrides=list(space.overrides))
-            with open(out / "runs.jsonl", "a") as f:
-                f.write(json.dumps(rec) + "\n")
+            _append_line(out / "runs.jsonl", json.dumps(rec))
             costs.append(rec["cost"])
             outcome = "reached" if rec["reached"] else "not reached"
             unit, div = space.unit
             log(f"trial {trial.number} seed {seed}: {outcome}, cost {rec['cost'] / div:.2f} {unit}, "
                 f"final {rec['final_success']:.1%}, {rec['seconds']:.0f} s")  # fmt: skip
             trial.report(sum(costs) / len(costs), k)
-            if k < len(space.seeds) - 1 and trial.should_prune():
+            if k < len(space.seeds) - 1 and should_prune(st, trial.number, k, sum(costs) / len(costs),
+                                                         space.prune_after):  # fmt: skip
                 raise optuna.TrialPruned()
         return sum(costs) / len(costs)
 
@@ -493,7 +583,7 @@ def report(space: Space, out: Path) -> list[str]:
     Params that earlier trials searched and the space no longer does get columns of their own,
     and so do the fixed overrides when they differ between trials, so that trials run under
     another space are told apart."""
-    st = study(space, out)
+    st = study(space, out, record=False)
     keys = [p.key for p in space.params]
     keys += sorted({k for t in st.trials for k in t.params} - set(keys))
     fixed = {t.number: " ".join(t.user_attrs.get("overrides", [])) or "-" for t in st.trials}
@@ -517,7 +607,8 @@ def report(space: Space, out: Path) -> list[str]:
     complete = [t for t in st.trials if t.value is not None]
     if complete:
         best = min(complete, key=lambda t: t.value)
-        values = [f"{k}={_hydra(v)}" for k, v in best.params.items()] + best.user_attrs.get("overrides", [])
+        values = [f"experiment={space.experiment}", *(f"{k}={_hydra(v)}" for k, v in best.params.items()),
+                  *best.user_attrs.get("overrides", [])]
         lines += ["", f"best: trial {best.number}: " + " ".join(values)]
     return lines
 
