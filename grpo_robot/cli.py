@@ -64,6 +64,22 @@ def _resume_config(cfg: DictConfig):
     return resumed_config(ckpt["config"], mine, _touched | {"resume"}), ckpt
 
 
+# the exit codes of the jobs of this multirun that failed: each is told in its line, and the sweep
+# goes on to its other jobs; the command exits with the first code once every job ran
+_job_failures: list[int] = []
+
+
+def _job_fail(message: str, code: int) -> None:
+    """`_fail` for a training job: in a multirun, the line (with the job's directory) and on to the
+    next job; a single run exits."""
+    from hydra.types import RunMode
+
+    if HydraConfig.get().mode != RunMode.MULTIRUN:
+        _fail(message, code)
+    print(f"error: {message} (job {HydraConfig.get().runtime.output_dir})", file=sys.stderr)
+    _job_failures.append(code)
+
+
 def _train(cfg: DictConfig) -> float | None:
     from grpo_robot.trainer import Trainer
 
@@ -97,13 +113,15 @@ def _train(cfg: DictConfig) -> float | None:
         trainer = Trainer(train_cfg, run_dir)
     except (ValueError, FileNotFoundError) as err:  # ConfigError, or an init_from/demos/env that does not fit
         _remove_unstarted(Path(run_dir))
-        _fail(str(err))
+        _job_fail(str(err), 2)
+        return None
     from grpo_robot.checkpoint import WriteError
 
     try:
         summary = trainer.run()
     except (WriteError, ValueError) as err:  # the run directory cannot be written or locked
-        _fail(str(err), code=1)
+        _job_fail(str(err), 1)
+        return None
     finally:
         trainer.close()
     result = trainer.last_eval
@@ -124,8 +142,7 @@ def _train(cfg: DictConfig) -> float | None:
     if summary["stopped"] == "error":
         saved = f"the last completed iteration ({summary['iterations']}) is in {last}; {resume}" if last.exists() \
             else "nothing was saved"  # fmt: skip
-        print(f"error: {summary['error']} ({saved})", file=sys.stderr)
-        sys.exit(1)
+        _job_fail(f"{summary['error']} ({saved})", 1)
     return None if result is None else result.rate
 
 
@@ -420,7 +437,9 @@ def _touched_keys(overrides: list[str], composed: DictConfig) -> set[str]:
         if key.startswith("hydra."):
             continue
         if key == "experiment" and o.value() is not None:
-            touched |= experiment_keys(o.value())
+            names = list(o.sweep_string_iterator()) if o.is_sweep_override() else [o.value()]  # -m experiment=a,b
+            for name in names:
+                touched |= experiment_keys(name)
         else:
             touched |= under(key) if key in leaves or key in groups or any(k.startswith(f"{key}.") for k in leaves) \
                 else set()  # fmt: skip
@@ -457,6 +476,12 @@ def _run_dir_overrides(cfg: DictConfig, overrides: list[str], multirun: bool) ->
     keys = {o.get_key_element().lstrip("+~") for o in parsed}
     _made.clear()
     if multirun:
+        if "hydra.run.dir" in keys:  # a multirun's jobs go under hydra.sweep.dir
+            raise rundir.RunDirError("hydra.run.dir is not used with -m: the jobs of a multirun go under "
+                                     "hydra.sweep.dir; set that instead")  # fmt: skip
+        if cfg.get("resume") and _resume_run_dir(str(cfg.resume)) is not None:
+            raise rundir.RunDirError(f"resume={cfg.resume} continues a run in its own directory, which -m does not: "
+                                     "resume each run on its own, without -m")  # fmt: skip
         swept = [o.get_key_element().lstrip("+~") for o in parsed if o.is_sweep_override()]
         if not str(cfg.hydra.sweep.dir).strip():
             raise rundir.RunDirError("hydra.sweep.dir='' is invalid: must name a directory for the runs")
@@ -500,8 +525,11 @@ def _remove_unstarted(run_dir: Path) -> None:
     """Remove the run directory this command made when the run is refused before it wrote anything
     of its own there (an env whose check needs it built: no time limit, an unknown id, a probe
     that fails): only Hydra's config, the log and the lock, so no empty run is left behind."""
+    from hydra.types import RunMode
+
     run_dir = run_dir.resolve()
-    if run_dir not in _made or {p.name for p in run_dir.iterdir()} - {".hydra", rundir.LOCK_NAME, "train.log"}:
+    made = run_dir in _made or HydraConfig.get().mode == RunMode.MULTIRUN  # a multirun's job: Hydra made it
+    if not made or {p.name for p in run_dir.iterdir()} - {".hydra", rundir.LOCK_NAME, "train.log"}:
         return
     import shutil
 
@@ -511,6 +539,11 @@ def _remove_unstarted(run_dir: Path) -> None:
             handler.close()
     rundir.release(run_dir)
     shutil.rmtree(run_dir, ignore_errors=True)
+    if HydraConfig.get().mode == RunMode.MULTIRUN:  # and the folders a `/` in a swept value nested it in
+        sweep, parent = Path(HydraConfig.get().sweep.dir).resolve(), run_dir.parent
+        while parent != sweep and sweep in parent.parents and not any(parent.iterdir()):
+            parent.rmdir()
+            parent = parent.parent
 
 
 def _resume_run_dir(resume: str) -> Path | None:
@@ -618,7 +651,10 @@ def _run(config_name: str, task) -> None:
                 sys.argv = [sys.argv[0], *flags, *rest, *_run_dir_overrides(configs[0], overrides, multirun)]
             except (ValueError, FileNotFoundError) as err:
                 _fail(str(err))
+    _job_failures.clear()
     hydra.main(config_path=CONF_DIR, config_name=config_name, version_base="1.3")(task)()
+    if _job_failures:  # a multirun's failed jobs, each told in its own line
+        sys.exit(_job_failures[0])
 
 
 def train_main() -> None:

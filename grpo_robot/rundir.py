@@ -114,17 +114,18 @@ def fresh_file(path: str | Path) -> Path:
     raise RunDirError(f"{str(path)!r}: 10,000 files exist with this name; give output=")
 
 
-def runs_under(path: str | Path, depth: int = 2) -> str | None:
-    """What shows that a directory within `depth` levels under `path` holds a run (a multirun's
-    jobs), as `<job dir>/<its checkpoint or summary>` relative to `path`, or None."""
+def runs_under(path: str | Path) -> str | None:
+    """What shows that a directory anywhere under `path` holds a run (a multirun's jobs, whose
+    folders nest where a swept value holds a `/`, as `init_from=<a path>` does), as `<job dir>/<its
+    checkpoint or summary>` relative to `path`, or None."""
     path = Path(path)
-    level = [path]
-    for _ in range(depth):
-        level = sorted(p for d in level for p in d.iterdir() if p.is_dir() and not p.name.startswith("."))
-        for job in level:
-            held = holds_run(job)
-            if held:
-                return str(job.relative_to(path) / held)
+    found = sorted(p for name in ("summary.json", "last.pt") for p in path.rglob(name)
+                   if not any(part.startswith(".") for part in p.relative_to(path).parts))  # fmt: skip
+    for hit in found:
+        job = hit.parent.parent if hit.name == "last.pt" and hit.parent.name == "checkpoints" else hit.parent
+        held = holds_run(job)
+        if held:
+            return str(job.relative_to(path) / held)
     return None
 
 

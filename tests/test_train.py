@@ -310,6 +310,40 @@ def test_multirun_over_seeds(tmp_path, monkeypatch):
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "sweep").rglob("*") if p.is_file()} == before
 
 
+def test_a_multirun_job_that_fails_leaves_the_other_jobs_to_run(tmp_path):
+    """A job refused at its start (an env known only once built) used to end the whole sweep; it is
+    told in its line, its empty folder goes, the next job runs, and the command exits with its code."""
+    out = run_main("train", "-m", "experiment=reach_from_scratch", "env=gym", "env.id=Nope-v0,grpo_robot/Reach-v1",
+                   "env.horizon=20", "algo.train_horizon=null", "iterations=1", "eval_seeds=4",
+                   "algo.groups_per_iter=2", "progress=false", f"hydra.sweep.dir={tmp_path / 'sweep'}")  # fmt: skip
+    assert out.code == 2, out.stderr[-2000:]
+    assert out.error_lines[0].startswith("error: env.id='Nope-v0' is not a registered Gymnasium env")
+    assert out.error_lines[0].endswith(f"(job {tmp_path / 'sweep' / 'env.id=Nope-v0'})")
+    assert json.loads((tmp_path / "sweep" / "env.id=grpo_robot" / "Reach-v1" / "summary.json").read_text())[
+        "iterations"] == 1  # fmt: skip
+    assert not (tmp_path / "sweep" / "env.id=Nope-v0").exists()
+    # the sweep's jobs nest where a value holds a `/`: running into it again is refused all the same
+    again = run_main("train", "-m", "experiment=reach_from_scratch", "env=gym", "env.id=grpo_robot/Reach-v1",
+                     "env.horizon=20", f"hydra.sweep.dir={tmp_path / 'sweep'}")  # fmt: skip
+    assert again.code == 2 and "holds runs already (env.id=grpo_robot/Reach-v1/checkpoints/last.pt)" in \
+        again.error_lines[0]  # fmt: skip
+    # what -m does not use is refused, not ignored
+    for extra, message in [(f"hydra.run.dir={tmp_path / 'x'}", "hydra.run.dir is not used with -m"),
+                           (f"resume='{tmp_path / 'sweep' / 'env.id=grpo_robot' / 'Reach-v1'}'",
+                            "continues a run in its own directory, which -m does not")]:  # fmt: skip
+        refused = run_main("train", "-m", "seed=0,1", extra)
+        assert refused.code == 2 and message in refused.error_lines[0], refused.stderr[-1000:]
+
+
+def test_a_sweep_over_presets_composes():
+    """`-m experiment=a,b`: the keys the presets set were looked up as one file named after the sweep."""
+    from grpo_robot.cli import _precompose, _touched_keys
+
+    overrides = ["experiment=reach_from_scratch,push_from_scratch"]
+    touched = _touched_keys(overrides, _precompose("config", overrides)[0])
+    assert {"iterations", "max_env_steps", "env.task"} <= touched
+
+
 def test_every_value_of_a_large_sweep_is_checked_first_and_a_plus_key_names_its_jobs(tmp_path, monkeypatch):
     from grpo_robot import cli
     from grpo_robot.cli import _precompose, _run_dir_overrides
