@@ -6,8 +6,10 @@ contiguous slices, one per `RolloutWorker` actor. Each worker owns an env of its
 puts the policy's weights in the object store once and every worker loads them. A world's sampling
 noise is drawn for the whole batch from the run's stream for (seed, iteration, round) and the
 worker keeps its rows (`seeding.WorldRows`); the learner joins the slices in worker order. So
-on CPU the batch, and the training run, are bit-identical to the local backend's for any number
-of workers.
+on CPU every step the batch's mask holds, and the training run, are bit-identical to the local
+backend's for any number of workers. (Past a world's end the rows differ: locally an ended world
+is sampled on until the whole batch ends, a worker stops at its slice's end and pads with
+zeros; nothing reads them.)
 
 What travels: the config (env, policy sizes) when a worker starts, the weights per draw, the
 seeds of its slice; the batch comes back. Env objects never travel: each worker builds its own.
@@ -49,7 +51,8 @@ class RolloutWorker:
     """One Ray actor: the env of a slice of `n_worlds` worlds and a CPU copy of the policy."""
 
     def __init__(self, env: dict[str, Any], n_worlds: int, policy: dict[str, Any], threads: int,
-                 final_step_outcome: bool, paths: list[str], split: int = 1) -> None:  # fmt: skip
+                 final_step_outcome: bool, paths: list[str], split: int = 1,
+                 parts: tuple[bool, bool] = (True, True)) -> None:  # fmt: skip
         import sys
 
         from grpo_robot.config import env_config
@@ -65,6 +68,8 @@ class RolloutWorker:
         if env_cfg.task:  # physics threads: the worker's CPUs (results are identical for any count)
             env_cfg.nthread = threads
         self.env = make_env(env_cfg, n_worlds)
+        if hasattr(self.env, "parallel_parts"):  # rollout.parallel_parts and take_turns, as the local env has them
+            self.env.parallel_parts, self.env.take_turns = parts
         self.policy = build_policy(policy["type"], policy["obs_dim"], policy["action_dim"], **policy["kwargs"])
         self.policy.eval()
         self.final_step_outcome, self.split = final_step_outcome, split
@@ -162,7 +167,8 @@ class RaySampler(GroupSampler):
         actor = ray.remote(RolloutWorker).options(num_cpus=rollout.cpus_per_worker,
                                                   max_restarts=rollout.max_restarts, max_task_retries=0)  # fmt: skip
         env, paths = env_config_dict(cfg.env), [os.getcwd(), *(p for p in sys.path if p)]
-        self.workers = [actor.remote(env, b - a, spec, threads, self.final_step_outcome, paths, rollout.split)
+        parts = (rollout.parallel_parts, rollout.take_turns)
+        self.workers = [actor.remote(env, b - a, spec, threads, self.final_step_outcome, paths, rollout.split, parts)
                         for a, b in self.slices]  # fmt: skip
         self.failures = 0
         self.timing: dict[str, float] = {}

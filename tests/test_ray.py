@@ -267,3 +267,26 @@ def test_a_ray_run_resumes_exactly_on_either_backend(local_ray, tmp_path):
     for backend in ("local", "ray"):
         resumed, summary, _ = train(replace(on(cfg, backend, 2), resume=str(tmp_path / "first")), tmp_path / backend)
         assert same(straight, resumed) and summary["iterations"] == 3, backend
+
+
+def test_workers_step_their_parts_as_the_local_env_does():
+    """rollout.parallel_parts and take_turns reach the workers' envs (they kept the env's defaults)."""
+    from grpo_robot.config import env_config_dict
+    from grpo_robot.ray_rollout import RolloutWorker
+
+    spec = {"type": "gaussian", "obs_dim": 10, "action_dim": 4, "kwargs": {"hidden_sizes": [8]}}
+    for parts in [(False, False), (True, True)]:
+        worker = RolloutWorker(env_config_dict(EnvConfig(task="Reach")), 8, spec, 1, False, [], 2, parts)
+        assert (worker.env.parallel_parts, worker.env.take_turns) == parts
+        worker.env.close()
+
+
+def test_the_ray_backend_without_ray_installed_is_one_line_before_any_work(monkeypatch):
+    import importlib.util
+
+    from grpo_robot.config import validate
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
+    with pytest.raises(ConfigError, match=r"^rollout.backend='ray' is invalid: ray needs the ray package: pip install"):
+        validate(on(small_config(), "ray", workers=2))  # it was a ModuleNotFoundError traceback, after the envs

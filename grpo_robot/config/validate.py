@@ -406,6 +406,11 @@ def validate(cfg: TrainConfig) -> None:
     for name in cfg.loggers:
         _check(name in LOGGERS, "loggers", list(cfg.loggers), f"must list some of {', '.join(LOGGERS)}")
     _check(len(set(cfg.loggers)) == len(cfg.loggers), "loggers", list(cfg.loggers), "must not repeat a logger")
+    if cfg.rollout.backend == "ray" or cfg.ray.address is not None:
+        import importlib.util
+
+        _check(importlib.util.find_spec("ray") is not None, "rollout.backend", cfg.rollout.backend,
+               "ray needs the ray package: pip install -e \".[ray]\"")  # fmt: skip
     if "wandb" in cfg.loggers:
         import importlib.util
 
