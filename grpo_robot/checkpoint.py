@@ -236,8 +236,11 @@ def _unreadable(path: Path, size: int, err: Exception) -> str:
     if _holds_python_objects(path, err):
         return (f"{path} is not a trusted checkpoint: it holds Python objects other than tensors and plain "
                 "data, and is refused without running them")  # fmt: skip
-    with open(path, "rb") as f:
-        head = f.read(4)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError as read_err:  # no permission to read it, say
+        return f"cannot read {path}: {read_err.strerror or read_err}"
     if head.startswith(b"PK"):
         import zipfile
 

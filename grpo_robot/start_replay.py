@@ -36,7 +36,7 @@ class StartReplay:
 
     def mix(self, fresh: np.ndarray, run_seed: int, iteration: int, round_: int = 0) -> np.ndarray:
         """`[G]` group seeds of one draw: buffered seeds first, then the first of `fresh`."""
-        n = min(len(self.starts), int(self.fraction * len(fresh)))
+        n = min(len(self.starts), int(self.fraction * len(fresh) + 1e-9))  # 0.29 x 100 = 28.999...: 29
         self.replayed = n
         if n == 0:
             return fresh

@@ -71,6 +71,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OSError as err:
             print(f"error: --out={args.out}: {err.strerror or err} ({err.filename or args.out})", file=sys.stderr)
             return 1
+        except KeyboardInterrupt:  # outside a run (composing a draw, between seeds): nothing to save
+            print("error: the search stopped (SIGINT); the trial in progress is left failed, run the command again "
+                  "to go on", file=sys.stderr)  # fmt: skip
+            return 130
     try:
         print("\n".join(tune.report(space, args.out)))
     except tune.OtherScoring as err:

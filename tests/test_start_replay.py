@@ -134,3 +134,11 @@ def test_a_bad_setting_is_refused_before_any_work(key, value):
     bad = StartReplayConfig(**{key: value})
     with pytest.raises(ConfigError, match=rf"algo\.start_replay\.{key}="):
         validate(small_config(algo=AlgoConfig(group_size=8, groups_per_iter=16, start_replay=bad)))
+
+
+def test_the_share_is_not_cut_by_float_rounding():
+    """0.29 x 100 is 28.999... in floating point: 28 groups were replayed, not the 29 asked for."""
+    replay = StartReplay(fraction=0.29, max_replays=4)
+    replay.starts = {10**6 + k: [0.5, 0] for k in range(40)}
+    replay.mix(np.arange(100), 0, 0)
+    assert replay.replayed == 29
