@@ -165,6 +165,7 @@ class Trainer:
         self.guard: SignalGuard | None = None  # while run() runs
         self._boundary: dict[str, Any] | None = None  # state() after the last completed iteration, copied
         self._boundary_eval: EvalResult | None = None  # the evaluation it reports
+        self._resumed_eval: dict[str, Any] | None = None  # a resumed run's last evaluation, until it evaluates again
         self._config_record = config_dict(cfg)
         self.start_time = time.perf_counter()
         if cfg.resume:
@@ -175,6 +176,7 @@ class Trainer:
             self._restore(ckpt)
             # its summary speaks for the whole run: its time so far, and where its policy came from (the
             # pretraining stage does not run again); checkpoints written before either was kept lack them
+            self._resumed_eval = ckpt.get("eval")  # reported as the run's last until this process evaluates
             self.seconds_before = float(ckpt.get("seconds") or 0.0)
             self.eval_seconds_before = float(ckpt.get("eval_seconds") or 0.0)
             self.pretrained = ckpt.get("initial_policy") or (
@@ -359,7 +361,7 @@ class Trainer:
             "env_steps": self.env_steps,
             "seconds": seconds,  # this process's
             "seconds_total": self.seconds_before + seconds,  # with the runs it was resumed from
-            "eval": None if self.last_eval is None else self.last_eval.to_json(),
+            "eval": self._resumed_eval if self.last_eval is None else self.last_eval.to_json(),
             "best_eval": self.best_eval,
             "run_dir": str(self.run_dir),
             "initial_policy": self.pretrained,
@@ -409,7 +411,7 @@ class Trainer:
             "reference": None if reference is None else reference.state_dict(),
             "critic": None if self.critic is None else self.critic.value.state_dict(),
             "start_replay": None if self.sampler.replay is None else self.sampler.replay.state_dict(),
-            "eval": None if self.last_eval is None else self.last_eval.to_json(),
+            "eval": self._resumed_eval if self.last_eval is None else self.last_eval.to_json(),
             "seconds": self.seconds_before + self.elapsed(),
             "eval_seconds": self.eval_seconds_before + self.eval_seconds,
             "initial_policy": self.pretrained,

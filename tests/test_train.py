@@ -737,3 +737,27 @@ def test_a_roll_back_restores_the_target_record_and_the_evaluation(tmp_path, mon
     again = resumed.run()
     resumed.close()
     assert again["stopped"] == "target_success" and again["iterations"] == hit[0] and again["target"]["reached"]
+
+
+def test_a_resumed_run_reports_its_last_evaluation_until_it_evaluates_again(tmp_path):
+    """`summary.json` and `last.pt` of a resumed run stopped before its next evaluation said
+    `"eval": null`, where the run had one."""
+    import signal
+
+    class SignalAfter(Hook):
+        def after_iteration(self, trainer, record):
+            if record.iteration == 3:
+                trainer.guard.received = signal.SIGINT
+
+    cfg = small_config(iterations=2, eval_every=1, checkpoint_every=1)
+    first = Trainer(cfg, tmp_path)
+    evaluated = first.run()["eval"]
+    first.close()
+    assert evaluated is not None and evaluated["n"] == 50
+    resumed = Trainer(replace(cfg, iterations=6, eval_every=1000, resume=str(tmp_path)), tmp_path,
+                      hooks=[SignalAfter()])  # fmt: skip
+    summary = resumed.run()
+    resumed.close()
+    assert summary["stopped"] == "signal" and summary["iterations"] == 3
+    assert summary["eval"] == evaluated
+    assert torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=True)["eval"] == evaluated
