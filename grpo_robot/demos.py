@@ -484,23 +484,21 @@ def expert_episodes(env_cfg: EnvConfig, expert: str, seeds: Any, noise: float = 
         raise
     world = OutcomeEnv(env_cfg, horizon, inner)
     world.watchdog, world.index = watch, 0
-    if check_seed is not None:
-        watch.seeds[0] = check_seed
-        starts = [world.reset(seed=check_seed)[0] for _ in range(2)]
-        if world.ended != FAILED and not np.array_equal(*starts):
-            k = int(np.argmax(np.abs(starts[0] - starts[1])))
-            watch.close()
-            world.close()
-            raise ValueError(f"{env_name(env_cfg)} ignores its reset seed: reset twice with seed {check_seed}, it "
-                             f"started from different observations (obs[{k}]: {starts[0][k]:.6g} vs "
-                             f"{starts[1][k]:.6g}), so the demonstrations' seeds would not replay their starts; set "
-                             "env.group_start=clone (seeds are then recorded as -1), or env.check_seeding=false if "
-                             "its observations are noisy by design")  # fmt: skip
     size = int(np.prod(inner.action_space.shape))
     rng = np.random.default_rng([rng_seed, 7])
     final_step = env_cfg.outcome == "final_step"
     empty = np.zeros((0, world.obs_dim), np.float32), np.zeros((0, size), np.float32)
-    try:
+    try:  # the world and its watchdog are closed however this ends
+        if check_seed is not None:
+            watch.seeds[0] = check_seed
+            starts = [world.reset(seed=check_seed)[0] for _ in range(2)]
+            if world.ended != FAILED and not np.array_equal(*starts):
+                k = int(np.argmax(np.abs(starts[0] - starts[1])))
+                raise ValueError(
+                    f"{env_name(env_cfg)} ignores its reset seed: reset twice with seed {check_seed}, it started from "
+                    f"different observations (obs[{k}]: {starts[0][k]:.6g} vs {starts[1][k]:.6g}), so the "
+                    "demonstrations' seeds would not replay their starts; set env.group_start=clone (seeds are then "
+                    "recorded as -1), or env.check_seeding=false if its observations are noisy by design")  # fmt: skip
         for k, reset_seed in enumerate(seeds):
             watch.seeds[0] = int(reset_seed)
             obs, _ = world.reset(seed=int(reset_seed))
