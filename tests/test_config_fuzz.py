@@ -274,7 +274,7 @@ MORE_TRAIN = [
     ("bc.token_sigma", math.inf), ("bc.token_sigma", -1.0), ("time_limit_min", 0.0), ("time_limit_min", -5.0),
     ("target_success", 0.0), ("target_success", 1.5), ("target_success", math.nan), ("checkpoint_every", 0),
     ("eval_every", 0), ("eval_seeds", -1), ("eval_seeds", 2 * 10**9), ("max_env_steps", -1), ("iterations", -1),
-    ("seed", 2**63), ("demos.path", " "), ("demos.expert", ""), ("init_from", " "), ("env.success_key", ""),
+    ("seed", 2**32), ("demos.path", " "), ("demos.expert", ""), ("init_from", " "), ("env.success_key", ""),
 ]  # fmt: skip
 
 
@@ -381,7 +381,7 @@ GOOD_TRAIN = [
     "demos.max_attempts=1000000", "bc.lr=1", "bc.max_steps=1000000", "bc.val_fraction=0", "time_limit_min=525600",
     "env=gym env.id=grpo_robot/Reach-v1 env.horizon=50 algo.train_horizon=null env.step_timeout_s=86400",
     "env.horizon=1 algo.train_horizon=null", "env.horizon=1000", "iterations=1000000000",
-    "max_env_steps=1000000000000", "eval_every=1000000", "target_success=1", "seed=0", "seed=9223372036854775807",
+    "max_env_steps=1000000000000", "eval_every=1000000", "target_success=1", "seed=0", "seed=4294967295",
     "algo.dynamic_sampling.max_rounds=100", "policy.bins=2",
 ]  # fmt: skip
 

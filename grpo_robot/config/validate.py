@@ -63,7 +63,9 @@ def _check(ok: bool, key: str, value: Any, allowed: str) -> None:
 
 MAX_VIDEO_EPISODES = 64
 MAX_FRAME = (1920, 1080)  # pixels; the built-in tasks' offscreen buffer is smaller (envs/scene.py)
-MAX_SEED = 2**63  # torch.manual_seed and numpy's SeedSequence take any seed below
+# a seed is one 32-bit word of the random streams' keys ([seed, iteration, stream]: grpo_robot/seeding.py);
+# numpy splits a larger one into words, so seed a + 2**32 * b would draw seed a's streams of iteration b
+MAX_SEED = 2**32
 MAX_EVAL_SEEDS = TEST_SEED_START - EVAL_SEED_START  # each half of the held-out range (grpo_robot/seed_ranges.py)
 MINUTES_PER_YEAR = 365 * 24 * 60
 MAX_HORIZON = 1_000_000  # control steps per episode: hours of simulated time at any control rate
@@ -187,14 +189,14 @@ RANGES: dict[tuple[type, str], Range] = {
     (BCConfig, "eval_every"): Range(1),
     (BCConfig, "patience"): Range(1),
     (BCConfig, "token_sigma"): Range(0),
-    (BCConfig, "seed"): Range(0, MAX_SEED, high_open=True, guard=True),
+    (BCConfig, "seed"): Range(0, MAX_SEED, high_open=True, why="one 32-bit word of every stream's key"),
     (RolloutConfig, "workers"): Range(1, 1024, guard=True),
     (RolloutConfig, "cpus_per_worker"): Range(0, 1024, low_open=True),
     (RolloutConfig, "worker_timeout_s"): Range(0, 86400, low_open=True, why="seconds; 86400 is a day"),
     (RolloutConfig, "max_restarts"): Range(0, 1000),
     (RolloutConfig, "split"): Range(1, 64, why="parts of the worlds"),
     (RolloutConfig, "policy_threads"): Range(1, 1024, null="torch's own"),
-    (TrainConfig, "seed"): Range(0, MAX_SEED, high_open=True, guard=True),
+    (TrainConfig, "seed"): Range(0, MAX_SEED, high_open=True, why="one 32-bit word of every stream's key"),
     (TrainConfig, "iterations"): Range(1),
     (TrainConfig, "max_env_steps"): Range(1, null="no budget"),
     (TrainConfig, "time_limit_min"): Range(
@@ -211,7 +213,7 @@ RANGES: dict[tuple[type, str], Range] = {
     (RenderConfig, "width"): Range(16, MAX_FRAME[0], guard=True, why="pixels"),
     (RenderConfig, "height"): Range(16, MAX_FRAME[1], guard=True, why="pixels"),
     (EvalConfig, "n_seeds"): Range(1, MAX_EVAL_SEEDS, guard=True, why="the held-out seed range"),
-    (EvalConfig, "seed"): Range(0, MAX_SEED, high_open=True, guard=True),
+    (EvalConfig, "seed"): Range(0, MAX_SEED, high_open=True, why="one 32-bit word of every stream's key"),
     (CollectDemosConfig, "nthread"): Range(1, null="all cores"),  # and at most the cores (validate_collect)
     (PretrainConfig, "eval_seeds"): Range(0, MAX_EVAL_SEEDS, guard=True, why="0 skips the evaluation"),
 }
