@@ -43,6 +43,7 @@ class BCResult:
     train_loss: list[float] = field(default_factory=list)  # every eval_every steps, mean over those steps
     val_loss: list[float] = field(default_factory=list)  # validation NLL, every eval_every steps
     val_action_mse: list[float] = field(default_factory=list)  # of the deterministic action: the stopping score
+    out_of_time: bool = False  # stopped at the run's time limit (`time_limit_min`), not by patience or max_steps
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -62,14 +63,16 @@ class BCDiverged(TrainingDiverged):
     """Behaviour cloning's loss went non-finite before any finite evaluation; the message is one line."""
 
 
-def behaviour_clone(policy: Policy, data: DemoDataset, cfg: BCConfig, device: torch.device | str = "cpu") -> BCResult:
+def behaviour_clone(policy: Policy, data: DemoDataset, cfg: BCConfig, device: torch.device | str = "cpu",
+                    deadline: float | None = None) -> BCResult:  # fmt: skip
     """Fit `policy` (in place) to `data`; returns the learning curve and the early-stopping point.
 
     The policy's observation normalizer is set to the training split's statistics first. A dataset
     with non-finite or inconsistent arrays is refused before any step (`demos.DatasetError`). A
     non-finite training loss ends the fit: the policy keeps the best evaluated weights, and when
     no evaluation had come out finite yet, `BCDiverged` says so (rather than a "clone" that is its
-    initial weights).
+    initial weights). Past `deadline` (a `time.perf_counter()` value: the run's time limit) the
+    step it reached is checked, and the fit ends with the best weights so far.
     """
     start = time.perf_counter()
     data.check(data.source or "the demonstrations")  # finite and consistent, before any step (DatasetError)
@@ -125,7 +128,8 @@ def behaviour_clone(policy: Policy, data: DemoDataset, cfg: BCConfig, device: to
         optimizer.step()
         policy.after_step()  # the std's or temperature's bounds, when BC fits them
         window.append(loss.item())
-        if step % cfg.eval_every and step != cfg.max_steps:
+        result.out_of_time = deadline is not None and time.perf_counter() > deadline
+        if step % cfg.eval_every and step != cfg.max_steps and not result.out_of_time:
             continue
         result.train_loss.append(float(np.mean(window)))
         window.clear()
@@ -145,6 +149,8 @@ def behaviour_clone(policy: Policy, data: DemoDataset, cfg: BCConfig, device: to
             best_state = copy.deepcopy(policy.state_dict())
         elif step - result.best_step >= cfg.patience * cfg.eval_every:
             break
+        if result.out_of_time:
+            break
     if diverged is not None and result.best_step < 0:
         raise BCDiverged(f"behaviour cloning diverged: {diverged}, before any finite evaluation; lower bc.lr "
                          f"(now {cfg.lr:g})")  # fmt: skip
@@ -154,12 +160,13 @@ def behaviour_clone(policy: Policy, data: DemoDataset, cfg: BCConfig, device: to
 
 
 def clone(
-    data: DemoDataset, policy_cfg: PolicyConfig, cfg: BCConfig, device: torch.device | str = "cpu"
+    data: DemoDataset, policy_cfg: PolicyConfig, cfg: BCConfig, device: torch.device | str = "cpu",
+    deadline: float | None = None,
 ) -> tuple[Policy, BCResult]:
     """A new policy of `policy_cfg`, initialized from `cfg.seed`, behaviour-cloned on `data`."""
     torch.manual_seed(cfg.seed)
     policy = build_policy(policy_cfg.type, data.obs_dim, data.action_dim, **policy_kwargs(policy_cfg))
-    return policy, behaviour_clone(policy.to(device), data, cfg, device)
+    return policy, behaviour_clone(policy.to(device), data, cfg, device, deadline)
 
 
 def checkpoint_from_bc(policy: Policy, cfg: TrainConfig, dataset: str, result: BCResult, evaluation=None) -> dict:
@@ -178,12 +185,13 @@ def checkpoint_from_bc(policy: Policy, cfg: TrainConfig, dataset: str, result: B
 
 
 def pretrain_stage(cfg: TrainConfig, run_dir: Path, demos: DemoDataset | None, device: torch.device,
-                   adopt: Callable[[Policy], Any]) -> dict[str, Any]:  # fmt: skip
+                   adopt: Callable[[Policy], Any], deadline: float | None = None) -> dict[str, Any]:  # fmt: skip
     """The `pretrain=true` stage: collect demonstrations (a built-in task's scripted expert, or
     `demos.expert` on a Gymnasium env) or use `demos` (a loaded `demos.path`), behaviour-clone a
     policy of `cfg.policy`, hand it to `adopt` (which trains it from now on and returns its
     evaluation), and write `demos.npz`, `demos.json`, `bc.pt` and `bc.json` in `run_dir`. -> the
-    record of how the initial policy was made."""
+    record of how the initial policy was made. Cloning ends at `deadline` (the run's time limit,
+    a `time.perf_counter()` value) with the best weights it has."""
     from grpo_robot.demos import collect_demos, collect_expert_demos
 
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -199,7 +207,7 @@ def pretrain_stage(cfg: TrainConfig, run_dir: Path, demos: DemoDataset | None, d
             data, stats = collect_expert_demos(cfg.env, d.expert, d.episodes, d.noise, d.seed, d.max_attempts)
         demos_path, collect_stats = data.save(run_dir / "demos.npz"), stats.to_json()
         checkpoint.write_text_atomic(run_dir / "demos.json", json.dumps(collect_stats, indent=1))
-    policy, result = clone(data, cfg.policy, cfg.bc, device)
+    policy, result = clone(data, cfg.policy, cfg.bc, device, deadline)
     bc_eval = adopt(policy)
     checkpoint.save_atomic(checkpoint_from_bc(policy, cfg, str(demos_path), result, bc_eval), run_dir / "bc.pt")
     info = {"demos": str(demos_path), "collect": collect_stats, "bc": result.to_json(), "eval": bc_eval.to_json()}

@@ -6,9 +6,12 @@ Biases) and the progress bar.
 A hook subclasses `Hook` and overrides what it needs; `Trainer(..., hooks=[...])` appends it to
 the defaults (`default_hooks`), which run in list order:
 
-    on_start(trainer)              once, before the first iteration (after the BC stage)
+    on_start(trainer)              once, before the first iteration (after the BC stage); setting
+                                   `trainer.stop` ends the run before it
     should_stop(trainer, rec)      after each iteration, every hook first: True ends the run after it,
-                                   so that every hook's after_iteration knows it is the last
+                                   so that every hook's after_iteration knows it is the last; the hook
+                                   says why in `trainer.stopped` (summary.json's "stopped"; else its
+                                   class name is written there)
     after_iteration(trainer, rec)  after each iteration
     on_log(trainer, scalars, step) every batch of scalars, x-axis = env steps
     on_video(trainer, clip, step)  every filmed evaluation (`video_every`): a `video.Clip`
@@ -99,10 +102,19 @@ class Budget(Hook):
         self.seconds = None if time_limit_min is None else 60 * time_limit_min
         self.max_env_steps = max_env_steps
 
+    def on_start(self, trainer: Trainer) -> None:
+        """A budget spent before the first iteration (by the behaviour-cloning stage, or by the run a
+        `Trainer` resumes) trains none."""
+        if not trainer.stop and self._spent(trainer, trainer.env_steps):
+            trainer.stop = True
+
     def should_stop(self, trainer: Trainer, record: IterationRecord) -> bool:
+        return self._spent(trainer, record.env_steps)
+
+    def _spent(self, trainer: Trainer, env_steps: int) -> bool:
         if self.seconds is not None and trainer.elapsed() > self.seconds:
             trainer.stopped = "time_limit_min"
-        elif self.max_env_steps is not None and record.env_steps >= self.max_env_steps:
+        elif self.max_env_steps is not None and env_steps >= self.max_env_steps:
             trainer.stopped = "max_env_steps"
         else:
             return False
@@ -136,10 +148,9 @@ class Evaluation(Hook):
                 trainer.best_eval = initial.rate
                 trainer.save("best")
         if trainer.iteration == 0 and trainer.last_eval is not None and self._reached(trainer, trainer.last_eval):
-            trainer.stop = True  # the start already meets the target: it is the run's result
-            trainer.save("last")
+            trainer.stop = True  # the start already meets the target: it is the run's result (saved as last.pt)
         elif self.target is not None and trainer.target.get("reached"):
-            trainer.stop = True  # a resumed run that had reached it: nothing to train
+            trainer.stop, trainer.stopped = True, "target_success"  # a resumed run that had reached it: no training
 
     def after_iteration(self, trainer: Trainer, record: IterationRecord) -> None:
         if not record.final:
@@ -182,7 +193,9 @@ class Checkpoints(Hook):
 
 class TensorBoard(Hook):
     """Writes every logged scalar to `<run_dir>/tb`. A write that fails (a full disk) ends the run
-    with a one-line `WriteError` naming the folder; the checkpoints written before stay intact."""
+    with a one-line `WriteError` naming the folder; the checkpoints written before stay intact.
+    A resumed run purges what the run before it logged past its checkpoint (a run killed after
+    it, or rolled back), so that TensorBoard shows each step once, as the resumed run logs it."""
 
     def __init__(self) -> None:
         self.writer = None
@@ -193,7 +206,10 @@ class TensorBoard(Hook):
             from torch.utils.tensorboard import SummaryWriter
 
             self.folder = trainer.run_dir / "tb"
-            self.writer = SummaryWriter(str(self.folder))
+            purge = None
+            if trainer.cfg.resume:  # the checkpoint's iteration was logged; at iteration 0 its start is logged again
+                purge = trainer.env_steps + (trainer.iteration > 0)
+            self.writer = SummaryWriter(str(self.folder), purge_step=purge)
 
     def on_log(self, trainer: Trainer, scalars: dict[str, float], step: int) -> None:
         if self.writer is None:

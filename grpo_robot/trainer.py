@@ -11,7 +11,8 @@ Nothing is lost when a run ends early: after every iteration the trainer keeps a
 (the "boundary", what `last.pt` would hold); a signal (grpo_robot/signals.py), an error that ends the
 run (a broken env, an update that stays non-finite, a disk that is full) or a hung env
 (grpo_robot/lifecycle.py) writes that state as `last.pt`, and `summary.json` says why the run
-stopped (`"stopped"`: iterations, max_env_steps, time_limit_min, target_success, signal, error).
+stopped (`"stopped"`: iterations, max_env_steps, time_limit_min, target_success, signal, error, or
+the class name of a custom hook whose `should_stop` ended it without setting `trainer.stopped`).
 
 Metric names (TensorBoard, x-axis = env steps):
   charts/  train_success, eval_success, eval_success_low, eval_success_high, mixed_groups,
@@ -19,11 +20,14 @@ Metric names (TensorBoard, x-axis = env steps):
            all, and the successful ones), mean_abs_advantage, failed_worlds, env_steps_per_s,
            learning_rate; with dynamic sampling also groups_drawn, groups_kept, drawn_success
            (train_success is then over kept groups);
-           with algo.std_anneal also std_cap;
+           with algo.std_anneal also std_cap; with algo.curriculum also difficulty; with
+           algo.start_replay also replayed_groups (share of the groups drawn from replayed seeds) and
+           replay_starts (seeds held for replay);
            with a critic (algo=ppo) also explained_variance
   losses/  policy_loss, clip_fraction, approx_kl, kl_ref, entropy, grad_norm, skipped_fraction
            (optimizer steps skipped for a non-finite loss or gradient); with a critic value_loss
-  time/    rollout_s, update_s
+  time/    rollout_s, update_s; with rollout.backend=ray also worker_wait_s (waiting beyond the
+           fastest worker)
   videos/  eval (with `video_every`: the filmed episodes of an evaluation, tiled; an animated image)
 """
 
@@ -291,17 +295,23 @@ class Trainer:
         if cfg.pretrain and self.iteration == 0 and not cfg.resume:
             from grpo_robot.bc import pretrain_stage
 
-            self.pretrained = pretrain_stage(cfg, self.run_dir, self.demos, self.device, self._adopt)
-        for hook in self.hooks:
+            deadline = None if cfg.time_limit_min is None else self.start_time + 60 * cfg.time_limit_min
+            self.pretrained = pretrain_stage(cfg, self.run_dir, self.demos, self.device, self._adopt, deadline)
+        for hook in self.hooks:  # a hook may end the run before its first iteration (trainer.stop)
             hook.on_start(self)
+            if self.stop and self.stopped is None:  # a hook that did not say why: its class name
+                self.stopped = type(hook).__name__
         self._boundary = self._snapshot()
-        self.stopped = "target_success" if self.stop else None
+        if self.stop and self.iteration == 0:
+            self.save("last")  # the starting point (the clone) is the run's result, and resumes from here
         while self.iteration < cfg.iterations and not self.stop:
             if self.guard is not None and self.guard.received is not None:
                 self.stopped = "signal"
                 break
             record = self.train_iteration()
             stops = [hook.should_stop(self, record) for hook in self.hooks]  # every hook is asked
+            if any(stops) and self.stopped is None:  # a hook that did not say why: its class name
+                self.stopped = next(type(hook).__name__ for hook, stop in zip(self.hooks, stops, strict=True) if stop)
             record.final = record.final or any(stops)
             for hook in self.hooks:
                 hook.after_iteration(self, record)

@@ -470,3 +470,25 @@ def test_an_expert_that_falls_short_ends_the_pipeline_in_one_line(tmp_path):
     assert out.error_lines[-1].endswith("lower the noise or raise max_attempts (nothing was saved)")
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["stopped"] == "error" and summary["error"].startswith("the Reach expert succeeded in only ")
+
+
+def test_the_time_limit_ends_cloning_and_the_run_keeps_the_clone_to_resume_from(tmp_path):
+    """`time_limit_min` bounds the behaviour-cloning stage too (it ran to bc.max_steps, then a GRPO
+    iteration): cloning stops at the limit with the best weights checked so far, no GRPO
+    iteration runs, and last.pt holds the clone at iteration 0, from which the run resumes."""
+    data = collect_demos("Reach", 3, 0.0, 0, 20)[0]
+    policy = build_policy("gaussian", data.obs_dim, data.action_dim, hidden_sizes=[16])
+    result = behaviour_clone(policy, data, BCConfig(max_steps=500, eval_every=100), deadline=0.0)
+    assert (result.steps, result.best_step, result.out_of_time) == (1, 1, True)  # checked at the step it stopped
+    cfg = small_config(pretrain=True, demos=DemoConfig(episodes=3), bc=BCConfig(max_steps=10**6, patience=10**6),
+                       eval_seeds=20, time_limit_min=0.05)  # fmt: skip
+    trainer = Trainer(cfg, tmp_path)
+    summary = trainer.run()
+    trainer.close()
+    bc = json.loads((tmp_path / "bc.json").read_text())["bc"]
+    assert (summary["stopped"], summary["iterations"], bc["out_of_time"]) == ("time_limit_min", 0, True)
+    assert 1 < bc["steps"] < 10**6 and summary["seconds"] < 30
+    assert checkpoint.load(tmp_path, purpose="resume")["iteration"] == 0
+    resumed = Trainer(replace(cfg, resume=str(tmp_path), time_limit_min=None), tmp_path)
+    assert resumed.run()["iterations"] == cfg.iterations
+    resumed.close()

@@ -761,3 +761,55 @@ def test_a_resumed_run_reports_its_last_evaluation_until_it_evaluates_again(tmp_
     assert summary["stopped"] == "signal" and summary["iterations"] == 3
     assert summary["eval"] == evaluated
     assert torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=True)["eval"] == evaluated
+
+
+def test_a_trainer_resuming_a_run_that_spent_its_env_steps_trains_no_more(tmp_path):
+    """The budget is checked before the first iteration too: through the API such a resume trained one
+    more iteration (the command line says "finished already" before it builds a trainer)."""
+    cfg = small_config(iterations=5, max_env_steps=1)
+    first = Trainer(cfg, tmp_path / "first").run()
+    assert (first["iterations"], first["stopped"]) == (1, "max_env_steps")
+    again = Trainer(replace(cfg, resume=str(tmp_path / "first")), tmp_path / "second").run()
+    assert (again["iterations"], again["env_steps"], again["stopped"]) == (1, first["env_steps"], "max_env_steps")
+
+
+class StopNow(Hook):
+    """Ends the run without saying why: at its start, or after its first iteration."""
+
+    def __init__(self, at_start: bool) -> None:
+        self.at_start = at_start
+
+    def on_start(self, trainer):
+        trainer.stop = self.at_start
+
+    def should_stop(self, trainer, record):
+        return True
+
+
+def test_a_hook_that_ends_the_run_without_saying_why_is_named_in_the_summary(tmp_path):
+    for at_start, iterations in ((False, 1), (True, 0)):  # it said "iterations", and "target_success" at the start
+        summary = Trainer(small_config(iterations=3), tmp_path / str(at_start), hooks=[StopNow(at_start)]).run()
+        assert (summary["stopped"], summary["iterations"]) == ("StopNow", iterations)
+        assert checkpoint.load(tmp_path / str(at_start), purpose="resume")["iteration"] == iterations
+
+
+def tensorboard_points(folder: Path, tag: str = "charts/train_success") -> list[tuple[int, float]]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(folder))
+    events.Reload()
+    return [(e.step, e.value) for e in events.Scalars(tag)]
+
+
+def test_a_resumed_run_purges_what_the_run_before_logged_past_its_checkpoint(tmp_path):
+    """Killed after logging iteration 4, its last checkpoint at 3: the resume logs 4 again, and
+    TensorBoard showed both points; it now shows each step once, as an unbroken run logs it."""
+    cfg = small_config(iterations=6, checkpoint_every=3)
+    Trainer(cfg, tmp_path / "straight").run()
+    with pytest.raises(KeyboardInterrupt):
+        Trainer(cfg, tmp_path / "run", hooks=[CrashAfter(5)]).run()  # before iteration 5 is logged
+    assert len(tensorboard_points(tmp_path / "run" / "tb")) == 4
+    assert checkpoint.load(tmp_path / "run", purpose="resume")["iteration"] == 3
+    Trainer(replace(cfg, resume=str(tmp_path / "run")), tmp_path / "run").run()
+    straight = tensorboard_points(tmp_path / "straight" / "tb")
+    assert len(straight) == 6 and tensorboard_points(tmp_path / "run" / "tb") == straight
