@@ -134,6 +134,8 @@ class Evaluation(Hook):
         self.every, self.target, self.at_start, self.min_train_success = every, target, at_start, min_train_success
 
     def on_start(self, trainer: Trainer) -> None:
+        if trainer.cfg.resume:
+            trainer.rebase_best()
         if trainer.iteration == 0 and (trainer.pretrained is not None or self.at_start):
             if trainer.pretrained is None:
                 trainer.pretrained = {"source": f"random initial weights (seed {trainer.cfg.seed})"}

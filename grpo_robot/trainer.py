@@ -170,6 +170,7 @@ class Trainer:
         self._boundary: dict[str, Any] | None = None  # state() after the last completed iteration, copied
         self._boundary_eval: EvalResult | None = None  # the evaluation it reports
         self._resumed_eval: dict[str, Any] | None = None  # a resumed run's last evaluation, until it evaluates again
+        self._eval_changed = False  # a resumed run evaluates otherwise (eval_seeds, eval_deterministic) than before
         self._config_record = config_dict(cfg)
         self.start_time = time.perf_counter()
         if cfg.resume:
@@ -188,6 +189,9 @@ class Trainer:
             reached = ckpt.get("target") or {}  # a target reached before is not reached again (nor its record lost)
             if reached.get("reached") and reached.get("target") == cfg.target_success:
                 self.target = dict(reached)
+            before = ckpt["config"]
+            self._eval_changed = (before.get("eval_seeds"), before.get("eval_deterministic")) != (
+                cfg.eval_seeds, cfg.eval_deterministic)  # fmt: skip
 
     @property
     def policy(self) -> Policy:
@@ -390,12 +394,30 @@ class Trainer:
 
     def evaluate(self) -> EvalResult:
         """The policy's success on the `cfg.eval_seeds` held-out seeds (kept as `last_eval`)."""
-        start, cfg = time.perf_counter(), self.cfg
-        generator = iteration_generator(cfg.seed, self.iteration, self.device, STREAM_EVAL)
-        self.last_eval = evaluate(self.eval_env, self.policy, eval_seeds(cfg.eval_seeds), self.device,
-                                  cfg.eval_deterministic, generator, cfg.env.outcome == "final_step")  # fmt: skip
-        self.eval_seconds += time.perf_counter() - start
+        self.last_eval = self._evaluate(self.policy, self.iteration)
         return self.last_eval
+
+    def _evaluate(self, policy: Policy, iteration: int) -> EvalResult:
+        """`policy` on the held-out seeds, with the evaluation noise of `iteration`."""
+        start, cfg = time.perf_counter(), self.cfg
+        generator = iteration_generator(cfg.seed, iteration, self.device, STREAM_EVAL)
+        result = evaluate(self.eval_env, policy, eval_seeds(cfg.eval_seeds), self.device, cfg.eval_deterministic,
+                          generator, cfg.env.outcome == "final_step")  # fmt: skip
+        self.eval_seconds += time.perf_counter() - start
+        return result
+
+    def rebase_best(self) -> None:
+        """A resumed run's `best_eval` as the number its evaluations are compared with: `best.pt`
+        evaluated again when the run now evaluates otherwise (other `eval_seeds`, or
+        `eval_deterministic`), so that the best checkpoint is chosen between like numbers; -1 when
+        its directory has no `best.pt` (a resume into a new directory), so that it gets one."""
+        path = self.run_dir / "checkpoints" / "best.pt"
+        if not path.exists():
+            self.best_eval = -1.0
+        elif self._eval_changed:
+            saved = checkpoint.load(path, map_location=self.device, purpose="resume")
+            policy = checkpoint.policy_from_record(saved["policy"], self.device, path)
+            self.best_eval = self._evaluate(policy, int(saved["iteration"])).rate
 
     def close(self) -> None:
         """Release the envs (worker processes of `env.vector=async`) and the rollout workers (Ray)."""

@@ -813,3 +813,24 @@ def test_a_resumed_run_purges_what_the_run_before_logged_past_its_checkpoint(tmp
     Trainer(replace(cfg, resume=str(tmp_path / "run")), tmp_path / "run").run()
     straight = tensorboard_points(tmp_path / "straight" / "tb")
     assert len(straight) == 6 and tensorboard_points(tmp_path / "run" / "tb") == straight
+
+
+def test_a_resume_that_evaluates_otherwise_compares_its_evaluations_with_best_pt_evaluated_alike(tmp_path):
+    """eval_seeds may change on resume: best.pt's rate on the old seeds was compared with the new
+    seeds' rates. best.pt is now evaluated again on the new seeds first; and a resume into a new
+    directory writes its own best.pt at its first evaluation (it had none until a rate beat the old run's)."""
+    point = EnvConfig(task=None, entry_point="toy_envs:PointReach", horizon=10, kwargs={"tolerance": 0.5})
+    cfg = small_config(iterations=2, eval_every=1, eval_seeds=6, env=point)  # a rate between 0 and 1 at the start
+    first = Trainer(cfg, tmp_path / "run").run()
+    best = checkpoint.load(tmp_path / "run" / "checkpoints" / "best.pt", purpose="resume")
+    assert best["best_eval"] == first["best_eval"] > 0
+    wider = replace(cfg, eval_seeds=60, resume=str(tmp_path / "run"))
+    check = Trainer(replace(wider, resume=None), tmp_path / "check")  # best.pt's policy on the 60 seeds
+    check.policy.load_state_dict(best["policy"]["state_dict"])
+    expected = check.evaluate().rate  # deterministic: no noise
+    resumed = Trainer(wider, tmp_path / "run")
+    resumed.run()  # nothing to train (iterations=2 are done): the start's rebase only
+    assert resumed.best_eval == expected != first["best_eval"]
+    elsewhere = Trainer(replace(wider, iterations=3), tmp_path / "new")
+    elsewhere.run()
+    assert (tmp_path / "new" / "checkpoints" / "best.pt").exists()
