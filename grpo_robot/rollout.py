@@ -229,28 +229,49 @@ def _parts_in_turn(env, policy: Policy, parts: list[slice], rows: list, device: 
     the part sampled before (`step_async`) -> per control step, per part, `(obs, raw, logp, mask)`."""
     steps: list[list[tuple]] = []
     pending = [None] * len(parts)
-    while True:
-        if len(steps) >= limit:  # the training horizon: finish the steps under way, then stop
-            for future in pending:
-                if future is not None:
-                    future.result()
-            break
-        step, any_live = [], False
-        for k, part in enumerate(parts):
-            if pending[k] is not None:
-                pending[k].result()
-                pending[k] = None
-            live = ~env.done[part]
-            any_live |= bool(live.any())
-            obs = torch.as_tensor(env.sensordata[part].astype(np.float32), device=device)
-            raw, action, logp = policy.sample(obs, rows[k], deterministic)
-            step.append((obs, raw, logp, torch.as_tensor(live, device=device)))
-            if live.any():
-                pending[k] = env.step_async(action.cpu().numpy(), part)
-        if not any_live:  # every world had ended before this step: it is not part of the batch
-            break
-        steps.append(step)
+    try:
+        while True:
+            if len(steps) >= limit:  # the training horizon: finish the steps under way, then stop
+                for future in pending:
+                    if future is not None:
+                        future.result()
+                break
+            step, any_live = [], False
+            for k, part in enumerate(parts):
+                if pending[k] is not None:
+                    pending[k].result()
+                    pending[k] = None
+                live = ~env.done[part]
+                any_live |= bool(live.any())
+                obs = torch.as_tensor(env.sensordata[part].astype(np.float32), device=device)
+                raw, action, logp = policy.sample(obs, rows[k], deterministic)
+                step.append((obs, raw, logp, torch.as_tensor(live, device=device)))
+                if live.any():
+                    pending[k] = env.step_async(action.cpu().numpy(), part)
+            if not any_live:  # every world had ended before this step: it is not part of the batch
+                break
+            steps.append(step)
+    except BaseException:
+        _settle(pending)
+        raise
     return steps
+
+
+def _settle(futures: list) -> None:
+    """Wait for the physics steps still under way when a rollout is abandoned (a signal, a policy
+    that raised), so that none steps the env after the exception has left (and the env is reset,
+    evaluated on or closed). Their own errors are not raised: the rollout's exception is; a
+    second signal while waiting is raised once they are done."""
+    caught: BaseException | None = None
+    for future in futures:
+        while future is not None:
+            try:
+                future.exception()  # waits
+                break
+            except BaseException as err:  # noqa: BLE001  (raised below, once the steps are done)
+                caught = err
+    if caught is not None:
+        raise caught
 
 
 def _run_part(env, policy: Policy, part: slice, rows, device: torch.device, deterministic: bool,

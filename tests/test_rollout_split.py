@@ -442,3 +442,31 @@ def test_an_abandoned_rollout_stops_its_parts_at_their_next_step():
     assert not [t for t in threading.enumerate() if t.name.startswith("rollout-part")]
     assert 0 < env.steps.max() < env.horizon  # stopped well before the episode's end
     env.close()
+
+
+def test_a_rollout_in_turn_abandoned_by_an_exception_waits_for_the_physics_under_way():
+    """Parts in turn: part 0's physics step runs on the env's thread while this thread samples part 1.
+    A policy that raises there left part 0's step running after the exception (into the env's reset,
+    an evaluation or close); the exception now leaves once it has ended."""
+    from grpo_robot.rollout import _parts_in_turn
+
+    physics = ThreadPoolExecutor(1)
+    steps_done = []
+
+    class Env:  # the duck type _parts_in_turn drives
+        done = np.zeros(4, dtype=bool)
+        sensordata = np.zeros((4, 3))
+
+        def step_async(self, actions, part):
+            return physics.submit(lambda: (time.sleep(0.3), steps_done.append(part)))
+
+    class Policy:
+        def sample(self, obs, rows, deterministic):
+            if rows == "raise":
+                raise RuntimeError("the policy failed")
+            return obs, obs, obs[:, 0]
+
+    with pytest.raises(RuntimeError, match="the policy failed"):
+        _parts_in_turn(Env(), Policy(), [slice(0, 2), slice(2, 4)], ["ok", "raise"], torch.device("cpu"), False, 10)
+    assert steps_done == [slice(0, 2)]  # ended before the exception left
+    physics.shutdown()
