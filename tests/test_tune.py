@@ -494,3 +494,16 @@ def test_a_record_cut_short_by_a_kill_leaves_the_next_one_readable(tmp_path):
     tune._append_line(path, json.dumps({"trial": 2}))
     lines = path.read_text().splitlines()
     assert lines[0] == '{"trial": 0}' and json.loads(lines[2]) == {"trial": 2}
+
+
+def test_a_space_whose_every_draw_is_valid_loads_though_the_preset_clashes_with_a_bound(tmp_path):
+    """Each bound was checked with the other params at the preset's values: a std cap of 0.7 clashes
+    with the preset's start std 0.5, which the search never trains (it draws 0.8-1.0), and the
+    space was refused. The other params now sit at values they can draw; a real clash still fails."""
+    space_file = tmp_path / "space.yaml"
+    space = TINY.replace("policy.init_std: {choices: [0.3, 1.0]}", "policy.init_std: {low: 0.8, high: 1.0}")
+    space_file.write_text(space + "  algo.std_anneal.final: {low: 0.4, high: 0.7}\n")
+    assert [p.key for p in tune.load_space(space_file).params][-1] == "algo.std_anneal.final"
+    space_file.write_text(space + "  algo.std_anneal.final: {low: 0.4, high: 0.9}\n")  # 0.9 above a draw of 0.8
+    with pytest.raises(ValueError, match=r"algo.std_anneal.final=0.9 is invalid"):
+        tune.load_space(space_file)

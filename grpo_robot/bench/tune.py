@@ -142,6 +142,14 @@ class Param:
         """The values that bound the space, for checking it before any work."""
         return list(self.choices) if self.choices is not None else [self.low, self.high]
 
+    def nearest(self, value: Any) -> Any:
+        """`value` when this param can draw it, else the nearest value it can (the first choice)."""
+        if self.choices is not None:
+            return value if value in self.choices else self.choices[0]
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return self.low
+        return min(max(value, self.low), self.high)
+
 
 @dataclass(frozen=True)
 class Space:
@@ -290,13 +298,27 @@ def load_space(path: str | Path) -> Space:
         for p in params:
             enabling = {key: allowed[0] for key, allowed in p.when}  # a conditional param where it is drawn
             checks += [({**enabling, p.key: value}, seeds[0]) for value in p.extremes()]
+        # the other params at the preset's values, or else at values they can draw (the preset's, or the
+        # nearest bound): a bound that clashes only with a preset value the search never trains is no error
+        # (a draw that clashes is refused when drawn, and the search goes on)
+        anchor = {p.key: p.nearest(_selected(base, p.key)) for p in params if not p.when}
         for values, seed in checks:
-            validate(_with_values(space, base, values, seed))
+            try:
+                validate(_with_values(space, base, values, seed))
+            except ConfigError:
+                validate(_with_values(space, base, {**anchor, **values}, seed))
     except (ConfigError, ValueError) as err:
         raise ValueError(f"{path}: {str(err).splitlines()[0]}") from None
     except Exception as err:  # noqa: BLE001  (Hydra's own errors on a bad override)
         raise ValueError(f"{path}: {type(err).__name__}: {str(err).splitlines()[0]}") from None
     return space
+
+
+def _selected(base, key: str) -> Any:
+    """`key`'s value in the composed config `base` (None where it has none)."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.select(base, key, default=None)
 
 
 def _is_float_key(base, key: str) -> bool:
