@@ -219,14 +219,24 @@ def unit_actions(actions: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.n
     scaled = np.isfinite(low) & np.isfinite(high)
     fixed = scaled & (high == low)
     lo, span = np.where(scaled, low, -1.0), np.where(scaled & ~fixed, high - low, 2.0)
-    unit = np.where(fixed, 0.0, np.where(scaled, 2.0 * (a - lo) / span - 1.0, a))
+    unit = np.where(fixed, 0.0, np.where(scaled, 2.0 * (a - lo) / span - 1.0, a - _half_offset(low, high)))
     return np.clip(unit, -1.0, 1.0).astype(np.float32)
+
+
+def _half_offset(low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """Per dimension, what is added to a [-1, 1] value where a bound is infinite: `low + 1` where
+    only the low bound is finite (the values start at it), `high - 1` where only the high one is,
+    0 where neither is (the value unchanged), so the env's Box holds every value."""
+    return np.where(np.isfinite(low), low + 1.0, 0.0) + np.where(np.isfinite(high), high - 1.0, 0.0) * ~np.isfinite(low)
 
 
 def _truth(value: Any, what: str) -> bool:
     """`value` as a success flag; a NaN (which `bool` takes for True) raises, so the world fails."""
-    if isinstance(value, np.ndarray) and value.size == 1:  # a 0-d or one-element array: its element
-        value = value.reshape(()).item()
+    if isinstance(value, np.ndarray | list | tuple):  # a one-element array or list: its element
+        array = np.asarray(value, dtype=object)
+        if array.size != 1:
+            raise ValueError(f"{what} holds {array.size} values, not one success flag")
+        value = array.reshape(()).item()
     if isinstance(value, float | np.floating) and value != value:
         raise ValueError(f"{what} is nan, not a success flag")
     return bool(value)
@@ -264,9 +274,10 @@ class OutcomeEnv(gymnasium.Env):
         self._low, self._high = act.low.reshape(-1).astype(np.float64), act.high.reshape(-1).astype(np.float64)
         self._scaled = np.isfinite(self._low) & np.isfinite(self._high)
         self._all_scaled = bool(self._scaled.all())
-        # the bounds the mapping uses, 0 where a bound is infinite (those entries pass through)
+        # the bounds the mapping uses, 0 where a bound is infinite (those entries are shifted into the Box)
         self._low0 = np.where(self._scaled, self._low, 0.0)
         self._span0 = np.where(self._scaled, self._high - self._low, 0.0)
+        self._offset = np.where(self._scaled, 0.0, _half_offset(self._low, self._high))
         self._act_shape, self._act_dtype = act.shape, act.dtype
         obs_space = self.inner.observation_space
         shapes = [obs_space.shape] if self.keys is None else [obs_space[k].shape for k in self.keys]
@@ -295,12 +306,13 @@ class OutcomeEnv(gymnasium.Env):
         return flat
 
     def to_env_action(self, action: np.ndarray) -> np.ndarray:
-        """[-1, 1] per dimension -> the env's Box (infinite bounds: unchanged)."""
+        """[-1, 1] per dimension -> the env's Box (linear between finite bounds; from a finite bound
+        on where the other is infinite, `_half_offset`; unchanged where both are)."""
         a = np.asarray(action, dtype=np.float64).reshape(-1)
         a = np.minimum(np.maximum(a, -1.0), 1.0)  # np.clip, without its dispatch (per world, per step)
         mapped = self._low0 + (a + 1.0) * 0.5 * self._span0
         if not self._all_scaled:
-            mapped = np.where(self._scaled, mapped, a)
+            mapped = np.where(self._scaled, mapped, a + self._offset)
         return mapped.reshape(self._act_shape).astype(self._act_dtype)
 
     def is_success(self, obs: Any, info: dict[str, Any]) -> bool:
@@ -853,8 +865,14 @@ def probe(cfg: EnvConfig, watchdog: Watchdog | None = None) -> tuple[gymnasium.E
     if horizon is None:
         spec = getattr(inner, "spec", None)
         horizon = getattr(spec, "max_episode_steps", None)
+        layer = inner
+        while horizon is None and isinstance(layer, gymnasium.Wrapper):  # an entry point's own TimeLimit
+            if isinstance(layer, gymnasium.wrappers.TimeLimit):
+                horizon = layer._max_episode_steps
+            layer = layer.env
         if horizon is None:
-            raise ValueError(f"{name} has no time limit (spec.max_episode_steps); set env.horizon")
+            raise ValueError(f"{name} has no time limit (spec.max_episode_steps, or a TimeLimit wrapper); "
+                             "set env.horizon")  # fmt: skip
     watch = watchdog if watchdog is not None else Watchdog(name, getattr(cfg, "step_timeout_s", None))
     action = world.to_env_action(np.zeros(world.action_space.shape))  # the middle of the action range
     failures: list[tuple[int, str, Exception]] = []

@@ -14,7 +14,7 @@ from test_train import ROOT, run_cli, small_config
 
 from grpo_robot.config import ConfigError, DemoConfig, EnvConfig, env_config, to_train_config
 from grpo_robot.environment import make_env
-from grpo_robot.gym_vector import EnvFailure, GymGroupEnv
+from grpo_robot.gym_vector import EnvFailure, GymGroupEnv, OutcomeEnv, make_inner, unit_actions
 from grpo_robot.seeding import group_seeds
 from grpo_robot.trainer import Trainer
 
@@ -201,7 +201,7 @@ def test_registered_id_horizon_and_close_matches():
          r"env.success_key='is_success' is not in the info it returned, which has keys \['distance'\]"),
         (toy("ArraySuccess"),  # was blamed on env.success_fn=None
          r"^toy_envs:ArraySuccess: info\['is_success'\] \(env.success_key\) is not a single truth value: ValueError: "
-         r"The truth value of an array with more than one element is ambiguous"),
+         r"info\['is_success'\] holds 2 values, not one success flag"),
         (toy("DiscreteActions"),
          r"its action space Discrete\(4\) is not supported; grpo-robot needs continuous actions in a float "
          "gymnasium.spaces.Box"),
@@ -245,8 +245,8 @@ def test_an_env_refused_once_built_leaves_no_run_directory(tmp_path, monkeypatch
     no_limit = ("env=gym", "env.entry_point=toy_envs:PointReach")
     for where in ([f"hydra.run.dir={tmp_path / 'named'}"], []):  # named by the user; the default runs/train/<time>
         out = run_main("train", *no_limit, *where)
-        assert out.code == 2 and out.error_lines[-1].endswith("has no time limit (spec.max_episode_steps); set "
-                                                                "env.horizon"), out.stderr[-1000:]  # fmt: skip
+        assert out.code == 2 and out.error_lines[-1].endswith(
+            "has no time limit (spec.max_episode_steps, or a TimeLimit wrapper); set env.horizon"), out.stderr[-1000:]
     assert not (tmp_path / "named").exists() and list((tmp_path / "runs" / "train").iterdir()) == []
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("kept")
@@ -381,3 +381,27 @@ def test_custom_envs_doc_example_runs_as_written(tmp_path, monkeypatch):
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["iterations"] == 15 and summary["eval"]["n"] == 200
     assert summary["eval"]["success_rate"] >= 0.95, summary["eval"]  # the page states 100%
+
+
+def test_a_list_success_flag_half_bounded_actions_and_an_entry_points_own_time_limit():
+    """A one-element list `[False]` read as a success (bool of a non-empty list); a half-bounded action
+    dimension got values outside the Box (the [-1, 1] value unchanged, below a low bound of 0); an
+    entry point's own TimeLimit was "no time limit"."""
+    env = GymGroupEnv(toy("ListSuccess", horizon=5), 2)
+    env.reset(np.arange(2))
+    env.step(np.zeros((2, 2)))
+    assert not env.success.any()  # the point starts away from its goal
+    env.close()
+    env = GymGroupEnv(toy("HalfBounded", horizon=5), 2)
+    env.reset(np.arange(2))
+    env.step(np.array([[-1.0, -1.0], [1.0, 1.0]]))
+    assert not env.failed.any()
+    env.close()
+    world = OutcomeEnv(toy("HalfBounded"), 5, make_inner(toy("HalfBounded")))
+    mapped = [world.to_env_action(np.array(a)).tolist() for a in ([-1, -1], [1, 1], [0, 0.5])]
+    assert mapped == [[0, -1], [2, 1], [1, 0.5]]
+    assert np.array_equal(unit_actions(np.array([[0.0, -1.0], [2.0, 1.0]]), np.array([0.0, -np.inf]),
+                                       np.array([np.inf, 1.0])), [[-1, -1], [1, 1]])  # fmt: skip
+    env = GymGroupEnv(EnvConfig(task=None, entry_point="toy_envs:wrapped_point"), 2)
+    assert env.horizon == 7
+    env.close()

@@ -524,3 +524,29 @@ class HangsThenCannotBeRebuilt(Hangs):
         if self.t + 1 == self.at and self.seed == self.hang_seed and self.marker:
             open(self.marker, "w").close()
         return super().step(action)
+
+
+class ListSuccess(PointReach):
+    """Reports success as a one-element list."""
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        return obs, reward, terminated, truncated, {"is_success": [info["is_success"]]}
+
+
+class HalfBounded(PointReach):
+    """Actions in Box([0, -inf], [inf, 1]): one dimension bounded below only, one above only; it
+    refuses an action outside its Box, as some envs do."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.action_space = gym.spaces.Box(np.array([0.0, -np.inf], np.float32), np.array([np.inf, 1.0], np.float32))
+
+    def step(self, action):
+        assert self.action_space.contains(np.asarray(action, np.float32)), f"out of its Box: {action}"
+        return super().step(action)
+
+
+def wrapped_point(**kwargs):
+    """An entry point that returns its env inside its own TimeLimit (no spec)."""
+    return gym.wrappers.TimeLimit(PointReach(**kwargs), max_episode_steps=7)
