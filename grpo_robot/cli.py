@@ -125,9 +125,8 @@ def _train(cfg: DictConfig) -> float | None:
     finally:
         trainer.close()
     result = trainer.last_eval
-    print(
-        f"trained {summary['iterations']} iterations, {summary['env_steps']:,} env steps in {summary['seconds']:.0f} s"
-    )
+    print(f"trained {summary['iterations']} iterations, {summary['env_steps']:,} env steps in "
+          f"{summary['seconds']:.0f} s{_stop_reason(summary['stopped'], trainer.cfg)}")  # fmt: skip
     if result is not None:
         print(f"eval on {len(result.success)} held-out seeds: {result.summary()}")
     print(f"run directory: {summary['run_dir']}")
@@ -144,6 +143,17 @@ def _train(cfg: DictConfig) -> float | None:
             else "nothing was saved"  # fmt: skip
         _job_fail(f"{summary['error']} ({saved})", 1)
     return None if result is None else result.rate
+
+
+def _stop_reason(stopped: str | None, cfg: TrainConfig) -> str:
+    """Why a run ended before its `iterations`, for the console's last line (summary.json's "stopped")."""
+    if stopped in ("time_limit_min", "max_env_steps"):
+        return f" (stopped at its budget, {stopped}={getattr(cfg, stopped):g})"
+    if stopped == "target_success":
+        return f" (stopped at target_success={cfg.target_success:g})"
+    if stopped not in (None, "iterations", "signal", "error"):
+        return f" (stopped by the {stopped} hook)"
+    return ""
 
 
 def _evaluate(cfg: DictConfig) -> None:

@@ -351,9 +351,11 @@ def test_demo_scripts_then_training_from_the_clone(tmp_path, monkeypatch):
     out = run_main("evaluate", f"checkpoint={bc}", "n_seeds=20")  # a clone evaluates like any run
     assert out.code == 0 and "Reach-v1, deterministic" in out.stdout, out.stderr  # the version it evaluated
     assert json.loads(bc.with_name("bc_eval_test_20_deterministic.json").read_text())["task"] == "Reach-v1"
-    out = run_main("train", "env=reach", f"init_from={bc}", *args[:1], "iterations=1", "algo.groups_per_iter=4",
-                   "eval_seeds=10", f"hydra.run.dir={tmp_path / 'run'}", "progress=false")  # fmt: skip
+    out = run_main("train", "env=reach", f"init_from={bc}", *args[:1], "iterations=3", "max_env_steps=1",
+                   "algo.groups_per_iter=4", "eval_seeds=10", f"hydra.run.dir={tmp_path / 'run'}",
+                   "progress=false")  # fmt: skip
     assert out.code == 0, out.stderr
+    assert "trained 1 iterations" in out.stdout and "(stopped at its budget, max_env_steps=1)" in out.stdout
     # a mismatch is one line naming both sides, before any work and before a run directory exists
     # (the script's own process: test_train.py)
     out = run_main("train", "env=reach", f"init_from={bc}", "iterations=1", f"hydra.run.dir={tmp_path / 'x'}")
