@@ -274,8 +274,25 @@ class DemoDataset:
             check_finite(getattr(self, name), self.lengths, f"{where}: {name}")
 
     def check_compatible(self, cfg: EnvConfig, env: Any, where: str = "dataset") -> None:
-        """Refuse a dataset recorded on another env, task version, observation layout or size."""
+        """Refuse a dataset recorded on another env, task version, observation layout or size, or
+        (a Gymnasium env's) other action bounds: its actions are stored in [-1, 1] of the bounds it
+        was recorded with, so other bounds would give them other meanings."""
         check_identity(self.env, env_identity(cfg, env), where)
+        recorded = (self.spaces.get("action_low"), self.spaces.get("action_high"))
+        now = (getattr(env, "action_low", None), getattr(env, "action_high", None))
+        if all(bound is not None for bound in (*recorded, *now)):
+            same = all(np.shape(a) == np.shape(b) and np.array_equal(a, b) for a, b in zip(recorded, now, strict=True))
+            if not same:
+                raise DatasetError(f"{where} was recorded on action bounds {_bounds(*recorded)}, but {env.name} has "
+                                   f"{_bounds(*now)}; record it again on this env, or give the env the bounds it "
+                                   "had (env.kwargs)")  # fmt: skip
+
+
+def _bounds(low: Any, high: Any) -> str:
+    def text(values: Any) -> str:
+        return "[" + ", ".join(f"{float(v):g}" for v in np.ravel(values)) + "]"
+
+    return f"low={text(low)} high={text(high)}"
 
 
 @dataclass

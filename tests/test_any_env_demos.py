@@ -11,7 +11,7 @@ import pytest
 
 from grpo_robot.config import AlgoConfig, BCConfig, DemoConfig, EnvConfig, PolicyConfig, TrainConfig
 from grpo_robot.datasets import load_demos
-from grpo_robot.demos import DemoDataset, collect_expert_demos, replay
+from grpo_robot.demos import DatasetError, DemoDataset, collect_expert_demos, replay
 from grpo_robot.gym_vector import GymGroupEnv, unit_actions
 from grpo_robot.trainer import Trainer
 
@@ -174,6 +174,13 @@ def test_expert_demos_keep_successes_map_actions_and_replay(tmp_path):
     assert replay(back).all()  # the executed actions succeed again from the recorded seeds
     back.actions[:] = 0.0
     assert not replay(back)[back.lengths > 1].any()  # (a goal within reach of the start needs no action)
+    env = GymGroupEnv(cfg, 2)
+    back.check_compatible(cfg, env)
+    back.spaces["action_high"] = [4.0, 2.0]  # recorded where the first dimension reached 4: its 1.0 meant 4, not 2
+    with pytest.raises(DatasetError, match=r"recorded on action bounds low=\[-2, -2\] high=\[4, 2\], but "
+                                           r"toy_envs:PointReach has low=\[-2, -2\] high=\[2, 2\]"):  # fmt: skip
+        back.check_compatible(cfg, env)
+    env.close()
 
 
 def test_final_step_expert_demos_replay_as_training_judges_them():
