@@ -169,7 +169,8 @@ def clone(
     return policy, behaviour_clone(policy.to(device), data, cfg, device, deadline)
 
 
-def checkpoint_from_bc(policy: Policy, cfg: TrainConfig, dataset: str, result: BCResult, evaluation=None) -> dict:
+def checkpoint_from_bc(policy: Policy, cfg: TrainConfig, dataset: str, result: BCResult, evaluation=None,
+                       env_identity: dict | None = None) -> dict:  # fmt: skip
     """A checkpoint of a cloned policy, in the training checkpoints' format: `init_from` starts
     GRPO from it and `scripts/evaluate.py` evaluates it."""
     return {
@@ -181,6 +182,7 @@ def checkpoint_from_bc(policy: Policy, cfg: TrainConfig, dataset: str, result: B
         "policy": checkpoint.policy_record(policy),
         "bc": {"dataset": dataset, **result.to_json()},
         "eval": None if evaluation is None else evaluation.to_json(),
+        "env_identity": env_identity,  # the dataset's env as it was observed (the observation keys used)
     }
 
 
@@ -209,7 +211,8 @@ def pretrain_stage(cfg: TrainConfig, run_dir: Path, demos: DemoDataset | None, d
         checkpoint.write_text_atomic(run_dir / "demos.json", json.dumps(collect_stats, indent=1))
     policy, result = clone(data, cfg.policy, cfg.bc, device, deadline)
     bc_eval = adopt(policy)
-    checkpoint.save_atomic(checkpoint_from_bc(policy, cfg, str(demos_path), result, bc_eval), run_dir / "bc.pt")
+    record = checkpoint_from_bc(policy, cfg, str(demos_path), result, bc_eval, data.env)
+    checkpoint.save_atomic(record, run_dir / "bc.pt")
     info = {"demos": str(demos_path), "collect": collect_stats, "bc": result.to_json(), "eval": bc_eval.to_json()}
     checkpoint.write_text_atomic(run_dir / "bc.json", json.dumps(info, indent=1))
     return {"source": str(run_dir / "bc.pt"), "demo_episodes": data.n_episodes}

@@ -515,6 +515,9 @@ def _check_fit(ckpt: dict[str, Any], cfg, where: str, env=None) -> None:
     their_env = _their_env(ckpt, where)
     if their_env:  # the same env, kwargs and observation layout; the sizes named, compared with `env`
         theirs = {**env_identity(their_env), "obs_dim": record["obs_dim"], "action_dim": record["action_dim"]}
+        observed = ckpt.get("env_identity")  # the keys it was trained on, where its config says null (all)
+        if isinstance(observed, dict) and observed.get("obs_keys") is not None and theirs.get("obs_keys") is None:
+            theirs["obs_keys"] = list(observed["obs_keys"])
         check_identity(theirs, env_identity(cfg.env, env), where)
     if env is not None and (record["obs_dim"], record["action_dim"]) != (env.obs_dim, env.action_dim):
         raise ValueError(

@@ -364,7 +364,8 @@ def _pretrain_bc(cfg: DictConfig) -> None:
         default = Path(f"{dataset.name}_bc_{policy_cfg.type}.pt")
     output = Path(cfg.output) if cfg.output else rundir.fresh_file(default)  # a default never replaces a clone
     try:
-        checkpoint.save_atomic(checkpoint_from_bc(policy, train_cfg, str(cfg.dataset), result, evaluation), output)
+        record = checkpoint_from_bc(policy, train_cfg, str(cfg.dataset), result, evaluation, data.env)
+        checkpoint.save_atomic(record, output)
     except (OSError, ValueError) as err:  # a full disk, or a clone with non-finite weights
         _fail(str(err), code=1)
     print(f"checkpoint: {output}")

@@ -48,7 +48,7 @@ from grpo_robot.algo import ADVANTAGE_ESTIMATORS, mixed_fraction
 from grpo_robot.config import ConfigError, TrainConfig, config_dict, policy_kwargs, validate
 from grpo_robot.demos import TooFewDemos
 from grpo_robot.device import resolve_device
-from grpo_robot.environment import GroupEnv, make_env, make_eval_env
+from grpo_robot.environment import GroupEnv, env_identity, make_env, make_eval_env
 from grpo_robot.evaluation import EvalResult, evaluate
 from grpo_robot.gym_vector import EnvFailure
 from grpo_robot.hooks import Hook, IterationRecord, default_hooks
@@ -449,6 +449,7 @@ class Trainer:
             "initial_policy": self.pretrained,
             "hooks": {type(hook).__name__: state for hook in self.hooks if (state := hook.state_dict()) is not None},
             "target": dict(self.target),
+            "env_identity": env_identity(self.cfg.env, self.env),  # with the observation keys used (config: null = all)
         }
 
     def checkpoint_path(self, name: str = "last") -> Path:

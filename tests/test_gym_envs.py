@@ -405,3 +405,21 @@ def test_a_list_success_flag_half_bounded_actions_and_an_entry_points_own_time_l
     env = GymGroupEnv(EnvConfig(task=None, entry_point="toy_envs:wrapped_point"), 2)
     assert env.horizon == 7
     env.close()
+
+
+def test_a_checkpoint_trained_on_all_dict_keys_is_refused_for_another_key_order(tmp_path):
+    """Its config says obs_keys=null (all keys, in the space's order); the same keys in another order
+    have the same size, and init_from took them: the policy read each value as another's. The
+    checkpoint now records the keys it observed."""
+    cfg = small_config(env=toy("DictPointReach", horizon=10), iterations=1, eval_seeds=4)
+    trainer = Trainer(cfg, tmp_path / "run")
+    trainer.run()
+    trainer.close()
+    last = tmp_path / "run" / "checkpoints" / "last.pt"
+    Trainer(replace(cfg, init_from=str(last)), tmp_path / "same").close()  # the same keys, named or not
+    Trainer(replace(cfg, env=toy("DictPointReach", horizon=10, obs_keys=["goal", "position", "time"]),
+                    init_from=str(last)), tmp_path / "named").close()  # fmt: skip
+    other = replace(cfg, env=toy("DictPointReach", horizon=10, obs_keys=["time", "position", "goal"]),
+                    init_from=str(last))  # fmt: skip
+    with pytest.raises(ValueError, match=r"obs_keys=\[goal, position, time\].*obs_keys=\[time, position, goal\]"):
+        Trainer(other, tmp_path / "other")
