@@ -13,10 +13,17 @@ from pathlib import Path
 from grpo_robot.bench.report import report
 
 
+def _rate(text: str) -> float:
+    value = float(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a success rate in (0, 1]")
+    return value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", type=Path)
-    parser.add_argument("--target", type=float, default=0.95, help="report when eval success first reached this")
+    parser.add_argument("--target", type=_rate, default=0.95, help="report when eval success first reached this")
     args = parser.parse_args()
     for line in report(args.runs, args.target, lambda msg: print(msg, file=sys.stderr)):
         print(line)

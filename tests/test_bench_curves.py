@@ -31,6 +31,15 @@ def test_eval_curve_counts_seconds_from_the_first_event(tmp_path):
     assert first_reaching(points, 0.5) == (5000, 6.5)  # seconds from the first evaluation
     assert first_reaching(points, 0.0) == (0, 0.0)
     assert first_reaching(points[:2], 0.9) is None
+    assert first_reaching(points, 0.5, start=1000.0) == (5000, 10.5)  # from the run's first event
+
+
+def test_the_run_report_counts_time_to_target_from_the_runs_first_event(tmp_path):
+    """It counted from the first evaluation, leaving out the iterations before it (20 s of a 48 s run)."""
+    from grpo_robot.bench.report import reaching
+
+    write_events(tmp_path, [(4000, 1020.0, 0.25), (8000, 1047.5, 0.95)])
+    assert reaching(tmp_path, 0.9) == "0.01 M, 48 s"
 
 
 def test_an_eval_at_the_target_reaches_it_after_tensorboards_float32(tmp_path):
@@ -62,7 +71,7 @@ def test_report_of_runs(tmp_path):
     lines = list(report([tmp_path / "a", tmp_path / "c", tmp_path / "b"], 0.95, skipped.append))
     assert lines[0].endswith("| first eval >= 95% | command |")
     assert lines[2:] == [
-        "| LiftCube | 2 | 10 | 33.0% [26.9%, 39.8%] | 98.5% [95.7%, 99.5%] | 3.53 M | 279 s | 3.03 M, 240 s "
+        "| LiftCube | 2 | 10 | 33.0% [26.9%, 39.8%] | 98.5% [95.7%, 99.5%] | 3.53 M | 279 s | 3.03 M, 241 s "
         "| `python scripts/train.py experiment=lift_cube_bc seed=2` |",
         "| LiftCube | 2 | - | - | 98.5% [95.7%, 99.5%] | 3.53 M | 279 s | not reached | `python scripts/train.py ` |",
         "\nTest CPU, 2 cores, no GPU; Python 3.11, torch 2, mujoco 3, numpy 1",

@@ -334,6 +334,8 @@ def compose(config_name: str, *overrides: str):
         ("evaluate", ["checkpoint=x.pt", "output=''"], "output=''"),
         ("evaluate", ["checkpoint=''"], "checkpoint=''"),
         ("evaluate", ["checkpoint=x.pt", "decode=argmax"], "decode='argmax' is invalid: must be null or one of mode"),
+        ("evaluate", ["checkpoint=x.pt", "decode=median", "deterministic=false"],
+         "decode='median' is invalid: applies to the deterministic action only"),  # it was ignored
         ("evaluate", [], "checkpoint is missing"),
         ("evaluate", ["checkpoint=x.pt", "+foo=1"], "foo is not a top-level key"),
         ("evaluate", ["checkpoint=x.pt", "+n_seedz=1"], "did you mean n_seeds?"),

@@ -28,12 +28,12 @@ def eval_curve(run_dir: Path) -> dict[str, list[float]]:
     }
 
 
-def first_reaching(points: list, target: float) -> tuple[int, float] | None:
-    """(env steps, seconds since the first point) at the first of the evaluation `points`
+def first_reaching(points: list, target: float, start: float | None = None) -> tuple[int, float] | None:
+    """(env steps, seconds since `start`, a wall time; default: the first point) at the first of the evaluation `points`
     (`read_scalars(...)[EVAL_TAG]`) with success >= `target`, or None. TensorBoard stores
     float32, so 190/200 reads back as 0.9499999881: values within float32 rounding of the target
     count as reaching it, as the run's own stop at `target_success` did."""
     for p in points:
         if p.value >= target - 1e-6:
-            return p.step, p.wall_time - points[0].wall_time
+            return p.step, p.wall_time - (points[0].wall_time if start is None else start)
     return None

@@ -23,11 +23,14 @@ def interval(record: dict | None) -> str:
 
 
 def reaching(run: Path, target: float) -> str:
-    """Env steps and seconds (from the first logged eval) at the first eval >= target."""
-    points = read_scalars(run).get(EVAL_TAG)
+    """Env steps and seconds at the first eval >= target, the seconds from the run's first logged
+    event (the end of its first iteration, or its evaluation at the start; it was the first
+    evaluation, which left out the iterations before it)."""
+    scalars = read_scalars(run)
+    points = scalars.get(EVAL_TAG)
     if not points:
         return "-"
-    hit = first_reaching(points, target)
+    hit = first_reaching(points, target, min(series[0].wall_time for series in scalars.values() if series))
     return "not reached" if hit is None else f"{hit[0] / 1e6:.2f} M, {hit[1]:.0f} s"
 
 
