@@ -25,6 +25,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--label-by", nargs="+", default=list(LABEL_KEYS),
                         help="config keys that name a line (those that differ between runs are used)")  # fmt: skip
     args = parser.parse_args(argv)
+    if not args.output.suffix:  # matplotlib would add .png, and the line below would name another file
+        args.output = args.output.with_name(args.output.name + ".png")
     try:
         rows = plot_runs(args.runs, args.output, args.label_by)
     except (FileNotFoundError, ValueError) as err:

@@ -109,3 +109,17 @@ def test_wandb_offline_logs_the_tensorboard_metric_names_and_videos(tmp_path):
     assert "charts/eval_success" in tags and len(tags) > 10
     data = records[0].read_bytes()
     assert all(tag.encode() in data for tag in tags)  # every TensorBoard metric, by the same name
+
+
+def test_an_output_without_a_suffix_is_written_and_named_as_png(runs, tmp_path, capsys):
+    """`--output curves` printed "written: curves and curves.json" where matplotlib wrote curves.png."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("plot_script", Path(__file__).parents[1] / "scripts" / "plot.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    root, _ = runs
+    assert script.main([str(root / "grpo1"), "--output", str(tmp_path / "curves")]) == 0
+    assert f"written: {tmp_path / 'curves.png'} and {tmp_path / 'curves.json'}" in capsys.readouterr().out
+    assert (tmp_path / "curves.png").stat().st_size > 10_000 and (tmp_path / "curves.json").exists()
