@@ -319,7 +319,8 @@ def test_make_gifs_refuses_a_bad_size_or_run_in_one_line_before_any_work(tmp_pat
     for argv, message in [([str(tmp_path), "--size", "64"], "argument --size: '64' is not WIDTHxHEIGHT in even "
                            "positive pixels"), ([str(tmp_path / "none")], "no checkpoint at "),
                           ([str(tmp_path), "--size", "2000x2000"], "larger than the scene's offscreen buffer, 640x480"),
-                          ([str(tmp_path), "--seeds", "0"], "argument --seeds: '0' is not a positive whole number"),
+                          ([str(tmp_path), "--seeds", "0"], "--seeds: '0' is not a whole number in [1, 10000]"),
+                          ([str(tmp_path), "--seeds", "2000000"], "'2000000' is not a whole number in [1, 10000]"),
                           ([str(tmp_path), "--camera", "side"], "argument --camera: invalid choice: 'side'"),
                           ]:  # fmt: skip
         monkeypatch.setattr(sys, "argv", ["make_gifs.py", *argv, "--out", str(tmp_path / "gifs")])
