@@ -191,7 +191,9 @@ def _evaluate(cfg: DictConfig) -> None:
     mode, output, folder = eval_outputs(cfg, path)
     env.close()
     task = getattr(env, "task_id", env.name)  # a built-in task's version (PushCube-v2); a Gymnasium id as it is
-    record = {"checkpoint": str(path), "task": task, "mode": mode, "seeds": cfg.seeds,
+    # which state of the checkpoint was measured: a later save to the same name (a resumed run's) is another
+    record = {"checkpoint": str(path.resolve()), "iteration": int(ckpt.get("iteration") or 0),
+              "env_steps": int(ckpt.get("env_steps") or 0), "task": task, "mode": mode, "seeds": cfg.seeds,
               "first_seed": int(eval_seeds(1, cfg.seeds)[0]), "deterministic": bool(cfg.deterministic)}  # fmt: skip
     if not cfg.deterministic:
         record["seed"] = int(cfg.seed)  # the sampling seed: the same seed samples the same episodes

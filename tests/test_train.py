@@ -256,6 +256,9 @@ def test_cli_train_then_evaluate(tmp_path, monkeypatch):
         assert "95% Wilson, n=30" in ev.stdout
     record = json.loads((run / "checkpoints" / "last_eval_test_30_deterministic.json").read_text())
     assert record["n"] == 30 and len(record["episodes"]) == 30
+    summary = json.loads((run / "summary.json").read_text())  # which state of last.pt was measured
+    assert (record["checkpoint"], record["iteration"], record["env_steps"]) == (
+        str(run / "checkpoints" / "last.pt"), 2, summary["env_steps"])  # fmt: skip
     seeds = [e["seed"] for e in record["episodes"]]
     # the test seeds: held out from training (below 1e9) and from the run's own evaluations
     assert (record["seeds"], record["first_seed"], min(seeds)) == ("test", 1_500_000_000, 1_500_000_000)
