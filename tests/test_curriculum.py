@@ -174,10 +174,11 @@ def test_the_default_job_turns_it_on_for_pushcube_and_off_for_an_env_swapped_in(
 
     default = compose_train_config()
     assert default.algo.curriculum == CurriculumConfig(start=0.35, step=0.05, threshold=0.4)
-    assert default.target_success == 0.9
+    assert default.target_success == 0.9 and default.time_limit_min == 9
     for env in ("reach", "lift_cube", "place_cube", "fetch_reach"):
         cfg = compose_train_config(f"env={env}")
         assert cfg.algo.curriculum.start is None and cfg.target_success is None  # as before the curriculum
+        assert cfg.time_limit_min is None  # the job's 9 minutes are PushCube's (a Fetch run stopped at them)
         validate(cfg)
     cfg = compose_train_config("env=reach", "algo.curriculum.start=0.5")  # asked for by name: refused
     with pytest.raises(ConfigError, match=FIELD + r"start=0\.5 is invalid: needs a built-in task with easier"):
