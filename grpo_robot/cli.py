@@ -648,10 +648,16 @@ def _run(config_name: str, task) -> None:
         except Exception as err:  # noqa: BLE001
             if isinstance(err, ValueError) and type(err).__module__.startswith("grpo_robot."):
                 _fail(str(err))  # this project's one-line errors (ConfigError, ...)
-            try:  # Hydra's and OmegaConf's errors, several lines each; a misspelled key's parent lists its keys
-                base = _precompose(config_name, [])[0]
-            except Exception:  # noqa: BLE001
-                base = None
+            # Hydra's and OmegaConf's errors, several lines each; a misspelled key's parent lists its keys, as the
+            # command line's choices of config groups (env=gym, experiment=...) compose it, else as the defaults do
+            choices = [o for o in overrides if re.fullmatch(r"[\w/]+=[^,\[\]{}]+", o) and "." not in o.split("=")[0]]
+            base = None
+            for attempt in (choices, []):
+                try:
+                    base = _precompose(config_name, attempt)[0]
+                    break
+                except Exception:  # noqa: BLE001
+                    continue
             _fail(hydra_error_line(err, base))
         if sweeps and not multirun:
             _fail(f"{sweeps[0]} is a sweep (several values): add -m to run one job per value, or give one value")

@@ -423,3 +423,16 @@ def test_a_checkpoint_trained_on_all_dict_keys_is_refused_for_another_key_order(
                     init_from=str(last))  # fmt: skip
     with pytest.raises(ValueError, match=r"obs_keys=\[goal, position, time\].*obs_keys=\[time, position, goal\]"):
         Trainer(other, tmp_path / "other")
+
+
+def test_env_nthread_on_a_gymnasium_env_is_one_line_that_says_what_it_is_for(tmp_path):
+    """It said "env.nthread is not a key of env (did you mean env.nthread?)" and listed a built-in
+    task's keys; with + it was accepted and ignored."""
+    gym = ("env=gym", "env.entry_point=toy_envs:PointReach", "env.horizon=10", f"hydra.run.dir={tmp_path / 'r'}")
+    out = run_main("train", *gym, "env.nthread=1")
+    assert out.code == 2 and out.error_lines[-1].endswith(
+        "(only built-in tasks use it; a Gymnasium env steps its own worlds)"), out.stderr[-500:]
+    assert "did you mean" not in out.error_lines[-1] and "keys: task, id, entry_point" in out.error_lines[-1]
+    out = run_main("train", *gym, "+env.nthread=1")
+    assert out.code == 2 and "env.nthread=1 is invalid: is for built-in tasks" in out.error_lines[-1], out.stderr
+    assert not (tmp_path / "r").exists()

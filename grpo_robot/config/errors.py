@@ -254,6 +254,8 @@ def _unknown_key(key: str, base: Any) -> str:
         task = _value_at(base, "env.task")
         if task and ("imports" if leaf == "import" else leaf) in GYM_ONLY_ENV_KEYS:
             message += f" (only Gymnasium envs use it; the built-in task env.task={task} has no use for it)"
+        elif not task and leaf == "nthread":
+            message += " (only built-in tasks use it; a Gymnasium env steps its own worlds)"
         else:
             message += f" (this env preset does not set it; add it with +{key}=...)"
     return message

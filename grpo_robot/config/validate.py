@@ -459,6 +459,10 @@ def validate_env(env: EnvConfig) -> None:
             _check(value == getattr(default, key), f"env.{spelled}", value,
                    f"is for Gymnasium envs (env.id or env.entry_point); the built-in task env.task={env.task} does not "
                    f"use it (run it as a Gymnasium env: env=gym env.id=grpo_robot/<Task>-v<version>)")  # fmt: skip
+    else:
+        _check(env.nthread is None, "env.nthread", env.nthread,
+               "is for built-in tasks (their MuJoCo thread pool); a Gymnasium env steps its own worlds "
+               "(env.vector=async spreads them over processes)")  # fmt: skip
     if env.entry_point:
         _check(bool(_CALLABLE.match(env.entry_point)), "env.entry_point", env.entry_point,
                "must be module:Class, e.g. my_package.envs:MyEnv")  # fmt: skip
