@@ -227,7 +227,7 @@ def _half_offset(low: np.ndarray, high: np.ndarray) -> np.ndarray:
     """Per dimension, what is added to a [-1, 1] value where a bound is infinite: `low + 1` where
     only the low bound is finite (the values start at it), `high - 1` where only the high one is,
     0 where neither is (the value unchanged), so the env's Box holds every value."""
-    return np.where(np.isfinite(low), low + 1.0, 0.0) + np.where(np.isfinite(high), high - 1.0, 0.0) * ~np.isfinite(low)
+    return np.where(np.isfinite(low), low + 1.0, np.where(np.isfinite(high), high - 1.0, 0.0))
 
 
 def _truth(value: Any, what: str) -> bool:
