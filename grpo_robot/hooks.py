@@ -174,7 +174,7 @@ class Evaluation(Hook):
         if self.target is None or trainer.target.get("reached") or result.rate < self.target:
             return False
         # the whole run's time, as its env steps are (the processes it was resumed from included)
-        seconds = trainer.seconds_before + trainer.elapsed()
+        seconds = trainer.run_seconds()
         trainer.stopped = "target_success"
         trainer.target.update(reached=True, iteration=trainer.iteration, env_steps=trainer.env_steps,
                               success=result.rate, seconds=seconds,

@@ -8,8 +8,9 @@ stands for one algorithm or preset, its runs the training seeds.
 Estimators (as rliable recommends for few runs, Agarwal et al., NeurIPS 2021):
 - a curve is the mean over a line's runs of `charts/eval_success` (each run's value carried
   forward from its last evaluation), with a 95% percentile-bootstrap band over runs (2,000
-  resamples of the runs with replacement); the x-axis is env steps or wall-clock seconds since
-  the run's first logged value;
+  resamples of the runs with replacement); the x-axis is env steps or the run's own seconds
+  (`time/run_s`: from the start of training, over all the processes of a resumed run, without
+  the wait between them; wall-clock since the first logged value for runs without it);
 - the final success of a line is the interquartile mean (IQM: the mean of the middle 50% of its
   runs' last evaluations) with a 95% percentile-bootstrap interval over runs.
 """
@@ -33,7 +34,7 @@ class Run:
     path: Path  # the run directory (holding tb/)
     config: dict  # its resolved_config.yaml, flattened
     steps: np.ndarray  # env steps of each evaluation
-    seconds: np.ndarray  # wall-clock since the run's first logged value
+    seconds: np.ndarray  # the run's own seconds at each evaluation (grpo_robot.bench.curves.curve)
     success: np.ndarray  # eval success rate
 
 
@@ -46,8 +47,8 @@ class Line:
 def find_runs(paths: Sequence[str | Path], tag: str = TAG) -> list[Run]:
     """Every run under `paths` whose TensorBoard log holds `tag`, in path order."""
     from omegaconf import OmegaConf
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+    from grpo_robot.bench.curves import curve, read_scalars
     from grpo_robot.resume import flatten
 
     runs = []
@@ -57,18 +58,14 @@ def find_runs(paths: Sequence[str | Path], tag: str = TAG) -> list[Run]:
             raise FileNotFoundError(f"{root}: no such run directory")
         folders = [root / "tb"] if (root / "tb").is_dir() else sorted(p for p in root.rglob("tb") if p.is_dir())
         for tb in folders:
-            events = EventAccumulator(str(tb), size_guidance={"scalars": 0})
-            events.Reload()
-            scalars = events.Tags().get("scalars", [])
-            if tag not in scalars:
+            scalars = read_scalars(tb.parent)
+            if not scalars.get(tag):
                 continue
-            first = min(min(e.wall_time for e in events.Scalars(t)) for t in scalars)
-            points = events.Scalars(tag)
+            points = curve(scalars, tag)
             config_file = tb.parent / "resolved_config.yaml"
             config = OmegaConf.to_container(OmegaConf.load(config_file)) if config_file.exists() else {}
-            steps = np.array([e.step for e in points], dtype=np.float64)
-            seconds = np.array([e.wall_time - first for e in points])
-            runs.append(Run(tb.parent, flatten(config), steps, seconds, np.array([e.value for e in points])))
+            runs.append(Run(tb.parent, flatten(config), *(np.array(points[k], dtype=np.float64)
+                                                            for k in ("env_steps", "seconds", "success"))))
     return runs
 
 

@@ -26,8 +26,9 @@ Metric names (TensorBoard, x-axis = env steps):
            with a critic (algo=ppo) also explained_variance
   losses/  policy_loss, clip_fraction, approx_kl, kl_ref, entropy, grad_norm, skipped_fraction
            (optimizer steps skipped for a non-finite loss or gradient); with a critic value_loss
-  time/    rollout_s, update_s; with rollout.backend=ray also worker_wait_s (waiting beyond the
-           fastest worker)
+  time/    rollout_s, update_s; run_s with every logged step (the run's own seconds since training
+           started, over all the processes of a resumed run: what plots and reports time runs by);
+           with rollout.backend=ray also worker_wait_s (waiting beyond the fastest worker)
   videos/  eval (with `video_every`: the filmed episodes of an evaluation, tiled; an animated image)
 """
 
@@ -201,7 +202,13 @@ class Trainer:
         """Seconds since `run()` started (since construction before it)."""
         return time.perf_counter() - self.start_time
 
+    def run_seconds(self) -> float:
+        """The run's own seconds: this process's (`elapsed`) and those of the processes it resumes."""
+        return self.seconds_before + self.elapsed()
+
     def log(self, scalars: dict[str, float], step: int) -> None:
+        """`scalars` at env step `step` to every hook, with the run's own time (`time/run_s`)."""
+        scalars = {**scalars, "time/run_s": self.run_seconds()}
         for hook in self.hooks:
             hook.on_log(self, scalars, step)
 
@@ -444,7 +451,7 @@ class Trainer:
             "critic": None if self.critic is None else self.critic.value.state_dict(),
             "start_replay": None if self.sampler.replay is None else self.sampler.replay.state_dict(),
             "eval": self._resumed_eval if self.last_eval is None else self.last_eval.to_json(),
-            "seconds": self.seconds_before + self.elapsed(),
+            "seconds": self.run_seconds(),
             "eval_seconds": self.eval_seconds_before + self.eval_seconds,
             "initial_policy": self.pretrained,
             "hooks": {type(hook).__name__: state for hook in self.hooks if (state := hook.state_dict()) is not None},

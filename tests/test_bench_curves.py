@@ -5,7 +5,7 @@ import json
 import yaml
 from torch.utils.tensorboard import SummaryWriter
 
-from grpo_robot.bench.curves import EVAL_TAG, eval_curve, first_reaching, read_scalars
+from grpo_robot.bench.curves import EVAL_TAG, RUN_TIME_TAG, eval_curve, first_reaching, read_scalars
 from grpo_robot.bench.report import report
 
 MACHINE = {"cpu": "Test CPU", "cores": 2, "gpu": None, "python": "3.11", "torch": "2", "mujoco": "3", "numpy": "1"}
@@ -20,18 +20,13 @@ def write_events(run_dir, evals, first_wall_time=1000.0):
     writer.close()
 
 
-def test_eval_curve_counts_seconds_from_the_first_event(tmp_path):
+def test_eval_curve_of_a_run_without_run_time_counts_wall_clock_from_the_first_event(tmp_path):
     write_events(tmp_path, [(0, 1004.0, 0.25), (5000, 1010.5, 0.5), (12000, 1030.0, 1.0)])
-    assert eval_curve(tmp_path) == {
-        "env_steps": [0, 5000, 12000],
-        "seconds": [4.0, 10.5, 30.0],
-        "success": [0.25, 0.5, 1.0],
-    }
-    points = read_scalars(tmp_path)[EVAL_TAG]
-    assert first_reaching(points, 0.5) == (5000, 6.5)  # seconds from the first evaluation
-    assert first_reaching(points, 0.0) == (0, 0.0)
-    assert first_reaching(points[:2], 0.9) is None
-    assert first_reaching(points, 0.5, start=1000.0) == (5000, 10.5)  # from the run's first event
+    curve = eval_curve(tmp_path)
+    assert curve == {"env_steps": [0, 5000, 12000], "seconds": [4.0, 10.5, 30.0], "success": [0.25, 0.5, 1.0]}
+    assert first_reaching(curve, 0.5) == (5000, 10.5)
+    assert first_reaching(curve, 0.0) == (0, 4.0)
+    assert first_reaching(eval_curve(tmp_path) | {"success": [0.25, 0.5, 0.5]}, 0.9) is None
 
 
 def test_the_run_report_counts_time_to_target_from_the_runs_first_event(tmp_path):
@@ -42,11 +37,31 @@ def test_the_run_report_counts_time_to_target_from_the_runs_first_event(tmp_path
     assert reaching(tmp_path, 0.9) == "0.01 M, 48 s"
 
 
+def test_a_resumed_runs_time_leaves_out_the_wait_between_its_processes(tmp_path):
+    """Wall times counted the hour between a killed run and its resume; the run's own seconds
+    (`time/run_s`, which `summary.json`'s target reports too) go on from the checkpoint's."""
+    from grpo_robot.bench.report import reaching
+    from grpo_robot.plots import find_runs
+
+    writer = SummaryWriter(str(tmp_path / "tb"))
+    for step, wall, run_s, success in [(0, 1000.0, 2.0, 0.1), (4000, 1030.0, 32.0, 0.5),  # first process
+                                       (8000, 4630.0, 61.0, 0.97)]:  # resumed an hour later at 31 s  # fmt: skip
+        writer.add_scalar("losses/policy", 0.5, step, walltime=wall - 1)
+        writer.add_scalar(RUN_TIME_TAG, run_s - 1, step, walltime=wall - 1)  # the iteration's own log
+        writer.add_scalar(EVAL_TAG, success, step, walltime=wall)
+        writer.add_scalar(RUN_TIME_TAG, run_s, step, walltime=wall)  # and the evaluation's
+    writer.close()
+    assert eval_curve(tmp_path)["seconds"] == [2.0, 32.0, 61.0]
+    assert reaching(tmp_path, 0.95) == "0.01 M, 61 s"  # wall-clock: 3631 s
+    (run,) = find_runs([tmp_path])
+    assert run.seconds.tolist() == [2.0, 32.0, 61.0] and run.steps.tolist() == [0, 4000, 8000]
+
+
 def test_an_eval_at_the_target_reaches_it_after_tensorboards_float32(tmp_path):
     write_events(tmp_path, [(0, 1000.0, 0.9), (100, 1001.0, 0.945), (200, 1002.0, 190 / 200), (300, 1003.0, 1.0)])
     points = read_scalars(tmp_path)[EVAL_TAG]
     assert points[2].value < 0.95  # what float32 makes of 0.95
-    assert first_reaching(points, 0.95) == (200, 2.0)
+    assert first_reaching(eval_curve(tmp_path), 0.95) == (200, 2.0)
 
 
 def make_run(run_dir, evals, summary, overrides):

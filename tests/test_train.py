@@ -15,6 +15,7 @@ import torch
 from cli_harness import run_main
 
 from grpo_robot import checkpoint
+from grpo_robot.bench.curves import eval_curve, first_reaching, read_scalars
 from grpo_robot.config import AlgoConfig, EnvConfig, KLConfig, PolicyConfig, TrainConfig
 from grpo_robot.hooks import Hook
 from grpo_robot.policies.gaussian import GaussianPolicy
@@ -186,6 +187,11 @@ def test_resume_matches_uninterrupted_run(tmp_path, schedule):
     # the summary speaks for the whole run: the first process's time and the policy's origin carry over
     assert 0 < resumed.seconds_before <= first_seconds
     assert summary["seconds_total"] == pytest.approx(resumed.seconds_before + summary["seconds"], abs=0.5)
+    # its logged time goes on from the checkpoint's, not from the resume's wall-clock (plots, reports)
+    run_time = [e.value for e in read_scalars(tmp_path / "second")["time/run_s"]]
+    first_time = [e.value for e in read_scalars(tmp_path / "first")["time/run_s"]]
+    assert first_time[0] < resumed.seconds_before < run_time[0] and run_time == sorted(run_time)
+    assert run_time[-1] <= summary["seconds_total"]
     assert summary["initial_policy"] == interrupted.pretrained and interrupted.pretrained["demo_episodes"] == 3
     assert interrupted.pretrained["eval"]["n"] == cfg.eval_seeds  # the start's evaluation, from the first process
     a, b = params(straight), params(resumed)
@@ -374,6 +380,9 @@ def test_training_stops_at_the_target_success_and_records_when(tmp_path):
     assert target["env_steps"] == summary["env_steps"]
     assert 0 < target["train_seconds"] == pytest.approx(target["seconds"] - summary["eval_seconds"])
     assert torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=True)["iteration"] == target["iteration"]
+    # plots and reports time it by the same clock (`time/run_s`; they read wall-clock from the first event)
+    steps, seconds = first_reaching(eval_curve(tmp_path), 0.5)
+    assert steps == target["env_steps"] and seconds == pytest.approx(target["seconds"], abs=0.5)
     # resumed, it has nothing to do and keeps its record: it used to train on to its 60 iterations and
     # then report the target as never reached
     again = Trainer(replace(cfg, resume=str(tmp_path)), tmp_path / "again")
@@ -399,7 +408,7 @@ def test_a_resumed_run_times_its_target_over_the_whole_run():
     from grpo_robot.evaluation import EvalResult
     from grpo_robot.hooks import Evaluation
 
-    trainer = SimpleNamespace(seconds_before=10.0, elapsed=lambda: 2.0, eval_seconds_before=3.0, eval_seconds=1.0,
+    trainer = SimpleNamespace(run_seconds=lambda: 12.0, eval_seconds_before=3.0, eval_seconds=1.0,
                               iteration=5, env_steps=100, target={"target": 0.5, "reached": False}, stopped=None)
     result = EvalResult(np.arange(4), np.array([True, True, True, False]), np.full(4, 7))
     assert Evaluation(1, 0.5, False)._reached(trainer, result)

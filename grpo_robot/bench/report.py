@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from grpo_robot.bench.curves import EVAL_TAG, first_reaching, read_scalars
+from grpo_robot.bench.curves import EVAL_TAG, curve, first_reaching, read_scalars
 from grpo_robot.bench.markdown import rate_interval, row
 from grpo_robot.config import env_name
 from grpo_robot.machine import one_line
@@ -23,14 +23,12 @@ def interval(record: dict | None) -> str:
 
 
 def reaching(run: Path, target: float) -> str:
-    """Env steps and seconds at the first eval >= target, the seconds from the run's first logged
-    event (the end of its first iteration, or its evaluation at the start; it was the first
-    evaluation, which left out the iterations before it)."""
+    """Env steps and seconds at the first eval >= target: the run's own seconds from the start of
+    training (`curves.curve`), which `summary.json`'s `target` reports too."""
     scalars = read_scalars(run)
-    points = scalars.get(EVAL_TAG)
-    if not points:
+    if not scalars.get(EVAL_TAG):
         return "-"
-    hit = first_reaching(points, target, min(series[0].wall_time for series in scalars.values() if series))
+    hit = first_reaching(curve(scalars), target)
     return "not reached" if hit is None else f"{hit[0] / 1e6:.2f} M, {hit[1]:.0f} s"
 
 
