@@ -81,13 +81,17 @@ def test_report_of_runs(tmp_path):
     make_run(tmp_path / "a", [(0, 1001.0, 0.3), (3_030_000, 1241.0, 0.96)], summary,
              ["experiment=lift_cube_bc", "seed=2", "hydra.run.dir=x"])  # fmt: skip
     make_run(tmp_path / "b", [(0, 1001.0, 0.3)], {**summary, "initial_policy": None}, [])
+    for n, overrides in [(2, ["resume=a", "iterations=900"]), (1, ["resume=a", "iterations=400", "hydra.x=1"])]:
+        (tmp_path / "a" / ".hydra" / f"resume-{n}").mkdir()  # resumed twice (it showed the first command only)
+        (tmp_path / "a" / ".hydra" / f"resume-{n}" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
     (tmp_path / "c").mkdir()
     skipped = []
     lines = list(report([tmp_path / "a", tmp_path / "c", tmp_path / "b"], 0.95, skipped.append))
     assert lines[0].endswith("| first eval >= 95% | command |")
     assert lines[2:] == [
         "| LiftCube | 2 | 10 | 33.0% [26.9%, 39.8%] | 98.5% [95.7%, 99.5%] | 3.53 M | 279 s | 3.03 M, 241 s "
-        "| `python scripts/train.py experiment=lift_cube_bc seed=2` |",
+        "| `python scripts/train.py experiment=lift_cube_bc seed=2`, then `python scripts/train.py resume=a "
+        "iterations=400`, then `python scripts/train.py resume=a iterations=900` |",
         "| LiftCube | 2 | - | - | 98.5% [95.7%, 99.5%] | 3.53 M | 279 s | not reached | `python scripts/train.py ` |",
         "\nTest CPU, 2 cores, no GPU; Python 3.11, torch 2, mujoco 3, numpy 1",
     ]

@@ -34,9 +34,6 @@ def reaching(run: Path, target: float) -> str:
 
 def run_row(run: Path, summary: dict, target: float) -> str:
     config = yaml.safe_load((run / "resolved_config.yaml").read_text())
-    overrides_file = run / ".hydra" / "overrides.yaml"
-    overrides = yaml.safe_load(overrides_file.read_text()) if overrides_file.is_file() else []
-    overrides = [o for o in overrides if not o.startswith("hydra.")]
     initial = summary.get("initial_policy") or {}
     return row(
         env_name(config["env"]),
@@ -47,8 +44,21 @@ def run_row(run: Path, summary: dict, target: float) -> str:
         f"{summary['env_steps'] / 1e6:.2f} M",
         f"{summary.get('seconds_total', summary['seconds']):.0f} s",  # a resumed run: all its processes
         reaching(run, target),
-        f"`python scripts/train.py {' '.join(overrides)}`",
+        commands(run),
     )
+
+
+def commands(run: Path) -> str:
+    """The run's command lines from `.hydra/overrides.yaml`, then those of the processes that
+    resumed it (`.hydra/resume-<n>/`, in order), `hydra.*` overrides left out."""
+    resumes = [p for p in (run / ".hydra").glob("resume-*") if p.name[len("resume-"):].isdigit()]
+    lines = []
+    for folder in [run / ".hydra", *sorted(resumes, key=lambda p: int(p.name[len("resume-"):]))]:
+        file = folder / "overrides.yaml"
+        if file.is_file() or not lines:  # a run started from the API has none
+            overrides = (yaml.safe_load(file.read_text()) if file.is_file() else None) or []
+            lines.append(f"`python scripts/train.py {' '.join(o for o in overrides if not o.startswith('hydra.'))}`")
+    return ", then ".join(lines)
 
 
 def report(runs: Sequence[Path], target: float, skipped: Callable[[str], None]) -> Iterator[str]:
