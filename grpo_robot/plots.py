@@ -7,10 +7,11 @@ stands for one algorithm or preset, its runs the training seeds.
 
 Estimators (as rliable recommends for few runs, Agarwal et al., NeurIPS 2021):
 - a curve is the mean over a line's runs of `charts/eval_success` (each run's value carried
-  forward from its last evaluation), with a 95% percentile-bootstrap band over runs (2,000
-  resamples of the runs with replacement); the x-axis is env steps or the run's own seconds
-  (`time/run_s`: from the start of training, over all the processes of a resumed run, without
-  the wait between them; wall-clock since the first logged value for runs without it);
+  forward from its last evaluation, past its end for a run that ended first), with a 95%
+  percentile-bootstrap band over runs (2,000 resamples of the runs with replacement); the x-axis
+  is env steps or the run's own seconds (`time/run_s`: from the start of training, over all the
+  processes of a resumed run, without the wait between them; wall-clock since the first logged
+  value for runs without it);
 - the final success of a line is the interquartile mean (IQM: the mean of the middle 50% of its
   runs' last evaluations) with a 95% percentile-bootstrap interval over runs.
 """
@@ -121,10 +122,13 @@ def iqm(values: np.ndarray) -> float:
 
 
 def curve(line: Line, x: str, points: int = 200) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(grid, mean, band low, band high) of a line along `x` ("steps" or "seconds"), where every
-    run has been evaluated (from the latest first evaluation to the earliest last one)."""
+    """(grid, mean, band low, band high) of a line along `x` ("steps" or "seconds"), from the
+    latest first evaluation of its runs to the latest last one. A run that ended before (at its
+    target, its budget) counts with its last evaluation from there on, as the final-success panel
+    counts it; the line ended at the earliest run's end, and drew nothing where runs' step ranges
+    did not overlap."""
     start = max(getattr(r, x)[0] for r in line.runs)  # every run evaluated from here on
-    end = max(start, min(getattr(r, x)[-1] for r in line.runs))
+    end = max(getattr(r, x)[-1] for r in line.runs)
     grid = np.linspace(start, end, points)
     ys = np.stack([carried(getattr(r, x), r.success, grid) for r in line.runs])
     mean = ys.mean(axis=0)
@@ -145,7 +149,7 @@ def summary(lines: list[Line]) -> list[dict]:
 
 
 def draw(lines: list[Line], path: Path, title: str = "") -> None:
-    """Eval success against env steps and against wall-clock (mean, bootstrap band), and the
+    """Eval success against env steps and against the run's own time (mean, bootstrap band), and the
     final IQM with its interval, into the PNG `path`."""
     import matplotlib
 
@@ -167,7 +171,7 @@ def draw(lines: list[Line], path: Path, title: str = "") -> None:
         axes[2].scatter(item["final"], [row] * len(item["final"]), color=color, alpha=0.35, s=12)
     axes[0].set(xlabel="env steps", ylabel="eval success", ylim=(-0.02, 1.02))
     axes[0].ticklabel_format(axis="x", style="sci", scilimits=(0, 0))
-    axes[1].set(xlabel="wall-clock (s)", ylabel="eval success", ylim=(-0.02, 1.02))
+    axes[1].set(xlabel="training time (s)", ylabel="eval success", ylim=(-0.02, 1.02))
     axes[2].set(xlabel="final eval success: IQM, 95% CI (dots: runs)", xlim=(-0.02, 1.02),
                 yticks=range(len(lines)), yticklabels=[line.label for line in lines])  # fmt: skip
     axes[2].invert_yaxis()

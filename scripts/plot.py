@@ -1,5 +1,5 @@
 """Learning curves across training seeds from runs' TensorBoard logs: eval success against env
-steps and against wall-clock (mean over seeds, 95% bootstrap band), and the final success (IQM
+steps and against training time (mean over seeds, 95% bootstrap band), and the final success (IQM
 with a 95% bootstrap interval), one line per algorithm or preset.
 
     python scripts/plot.py runs/train-multirun/2026-11-23_10-00-00              # a -m seed=0,1,2 sweep

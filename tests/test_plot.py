@@ -123,3 +123,23 @@ def test_an_output_without_a_suffix_is_written_and_named_as_png(runs, tmp_path, 
     assert script.main([str(root / "grpo1"), "--output", str(tmp_path / "curves")]) == 0
     assert f"written: {tmp_path / 'curves.png'} and {tmp_path / 'curves.json'}" in capsys.readouterr().out
     assert (tmp_path / "curves.png").stat().st_size > 10_000 and (tmp_path / "curves.json").exists()
+
+
+def test_a_line_spans_its_runs_to_the_last_evaluation_with_runs_that_ended_first_at_their_last_value(tmp_path):
+    """Runs that stopped at their target (or whose step ranges do not meet) ended the line at the
+    earliest run's end, or drew nothing."""
+    from grpo_robot.plots import Line, Run, curve
+
+    def run(name, steps, success):
+        steps = np.array(steps, dtype=np.float64)
+        return Run(tmp_path / name, {}, steps, steps / 1000, np.array(success, dtype=np.float64))
+
+    fast, slow = run("fast", [0, 100, 200], [0.0, 0.5, 0.95]), run("slow", [0, 200, 400, 600], [0, 0.2, 0.6, 1])
+    line = Line("x", [fast, slow])
+    grid, mean, low, high = curve(line, "steps", points=7)
+    assert grid.tolist() == [0, 100, 200, 300, 400, 500, 600]
+    assert mean.tolist() == pytest.approx([0.0, 0.25, 0.575, 0.575, 0.775, 0.775, 0.975])
+    assert (low <= mean + 1e-12).all() and (mean <= high + 1e-12).all()
+    apart = Line("y", [run("early", [0, 100], [0.0, 0.5]), run("late", [200, 300], [0.25, 0.75])])
+    grid, mean, _, _ = curve(apart, "seconds", points=2)
+    assert grid.tolist() == [0.2, 0.3] and mean.tolist() == [0.375, 0.625]
