@@ -559,6 +559,22 @@ def _remove_unstarted(run_dir: Path) -> None:
             parent = parent.parent
 
 
+def _remove_bookkeeping(sweep: Path) -> None:
+    """A multirun of evaluate, collect_demos or pretrain_bc writes its files where it is told (next
+    to the checkpoint, `demos/`, `output=`): the sweep folder Hydra makes holds only its
+    `multirun.yaml` and empty job folders, and goes, with the parents it leaves empty below the
+    working directory (`multirun/<date>/<time>`)."""
+    import shutil
+
+    if not sweep.is_dir() or any(p.is_file() and p.name != "multirun.yaml" for p in sweep.rglob("*")):
+        return
+    shutil.rmtree(sweep, ignore_errors=True)
+    cwd, parent = Path.cwd().resolve(), sweep.parent
+    while parent != cwd and cwd in parent.parents and parent.is_dir() and not any(parent.iterdir()):
+        parent.rmdir()
+        parent = parent.parent
+
+
 def _resume_run_dir(resume: str) -> Path | None:
     """The run directory that `resume=` names (a run directory, or its `checkpoints/last.pt`), or
     None for another checkpoint file (a new directory then: resuming from `best.pt` or a kept
@@ -671,7 +687,18 @@ def _run(config_name: str, task) -> None:
             except (ValueError, FileNotFoundError) as err:
                 _fail(str(err))
     _job_failures.clear()
-    hydra.main(config_path=CONF_DIR, config_name=config_name, version_base="1.3")(task)()
+    sweeps: set[Path] = set()
+
+    def job(cfg: DictConfig):
+        if config_name != "config" and HydraConfig.get().sweep.dir:
+            sweeps.add(Path(HydraConfig.get().sweep.dir).resolve())
+        return task(cfg)
+
+    try:
+        hydra.main(config_path=CONF_DIR, config_name=config_name, version_base="1.3")(job)()
+    finally:
+        for sweep in sweeps if multirun else ():
+            _remove_bookkeeping(sweep)
     if _job_failures:  # a multirun's failed jobs, each told in its own line
         sys.exit(_job_failures[0])
 

@@ -287,7 +287,7 @@ def test_pretrain_pipeline_in_one_run(tmp_path):
     assert (tmp_path / "checkpoints" / "last.pt").is_file()
 
 
-def test_evaluate_decodes_a_tokenized_checkpoint_as_asked(tmp_path):
+def test_evaluate_decodes_a_tokenized_checkpoint_as_asked(tmp_path, monkeypatch):
     path, _ = make_bc_checkpoint(tmp_path, "Reach", "tokenized", bins=16)
     for decode in (None, "median", "mean"):
         out = run_main("evaluate", f"checkpoint={path}", "n_seeds=20", *([f"decode={decode}"] if decode else []))
@@ -305,6 +305,14 @@ def test_evaluate_decodes_a_tokenized_checkpoint_as_asked(tmp_path):
     assert [(r["mode"], r["seed"], r["deterministic"]) for r in records] == [
         ("stochastic_seed0", 0, False), ("stochastic_seed1", 1, False)]  # fmt: skip
     assert "decode" not in records[0]  # a sampled action has no decode
+    # a sweep writes each record next to the checkpoint and leaves no Hydra folder where it ran (it left ./multirun/)
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
+    out = run_main("evaluate", "-m", f"checkpoint={path}", "n_seeds=8,12", "decode=median")
+    assert out.code == 0, out.stderr
+    assert [json.loads((tmp_path / f"{path.stem}_eval_test_{n}_deterministic_median.json").read_text())["n"]
+            for n in (8, 12)] == [8, 12]  # fmt: skip
+    assert list((tmp_path / "cwd").iterdir()) == []
 
 
 def test_evaluations_that_differ_name_their_outputs_apart():
