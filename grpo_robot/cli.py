@@ -163,7 +163,7 @@ def _evaluate(cfg: DictConfig) -> None:
     from grpo_robot.device import resolve_device
     from grpo_robot.environment import make_eval_env
     from grpo_robot.evaluation import evaluate
-    from grpo_robot.seeding import STREAM_EVAL, eval_seeds, iteration_generator
+    from grpo_robot.seeding import STREAM_EVAL, eval_seeds, stream_seed
 
     try:
         validate_eval(cfg)
@@ -178,16 +178,8 @@ def _evaluate(cfg: DictConfig) -> None:
         env = make_eval_env(train_cfg, cfg.n_seeds)
     except (ValueError, FileNotFoundError) as err:
         _fail(str(err))
-    generator = iteration_generator(cfg.seed, 0, device, STREAM_EVAL)
-    result = evaluate(
-        env,
-        policy,
-        eval_seeds(cfg.n_seeds, cfg.seeds),
-        device,
-        cfg.deterministic,
-        generator,
-        train_cfg.env.outcome == "final_step",
-    )
+    result = evaluate(env, policy, eval_seeds(cfg.n_seeds, cfg.seeds), device, cfg.deterministic,
+                      stream_seed(cfg.seed, 0, STREAM_EVAL), train_cfg.env.outcome == "final_step")  # fmt: skip
     mode, output, folder = eval_outputs(cfg, path)
     env.close()
     task = getattr(env, "task_id", env.name)  # a built-in task's version (PushCube-v2); a Gymnasium id as it is
@@ -321,7 +313,7 @@ def _pretrain_bc(cfg: DictConfig) -> None:
     from grpo_robot.device import resolve_device
     from grpo_robot.environment import make_env, make_eval_env
     from grpo_robot.evaluation import evaluate
-    from grpo_robot.seeding import STREAM_EVAL, eval_seeds, iteration_generator
+    from grpo_robot.seeding import eval_seeds
 
     try:
         env_cfg = validate_pretrain(cfg)
@@ -353,8 +345,7 @@ def _pretrain_bc(cfg: DictConfig) -> None:
     evaluation = None
     if cfg.eval_seeds > 0:
         eval_env = make_eval_env(train_cfg, cfg.eval_seeds)
-        generator = iteration_generator(0, 0, device, STREAM_EVAL)
-        evaluation = evaluate(eval_env, policy, eval_seeds(cfg.eval_seeds), device, True, generator,
+        evaluation = evaluate(eval_env, policy, eval_seeds(cfg.eval_seeds), device, True, None,
                               env_cfg.outcome == "final_step")  # fmt: skip
         print(f"{eval_env.name}, deterministic, on {cfg.eval_seeds} held-out seeds: {evaluation.summary()}")
         eval_env.close()

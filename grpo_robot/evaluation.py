@@ -18,10 +18,9 @@ class EvalResult:
     seeds: np.ndarray  # [n]
     success: np.ndarray  # [n] bool
     steps: np.ndarray  # [n] episode lengths
-    # a sampled evaluation's noise, so that its episodes can be played again exactly
-    # (video.film_evaluated): the worlds per chunk, and the generator's state at each chunk's start
-    chunk: int = 0
-    generator_states: list[torch.Tensor] | None = None
+    # a sampled evaluation's noise seed (seeding.SeedStreams), so that any of its episodes can be
+    # played again exactly (video.film_evaluated)
+    noise_seed: int | None = None
 
     @property
     def rate(self) -> float:
@@ -52,26 +51,29 @@ def evaluate(
     seeds: np.ndarray,
     device: torch.device,
     deterministic: bool = True,
-    generator: torch.Generator | None = None,
+    noise_seed: int | None = None,
     final_step_outcome: bool = False,
 ) -> EvalResult:
     """One episode per seed, `env.num_worlds` at a time (a short last chunk is padded with
-    repeats of its last seed, whose outcomes are dropped)."""
+    repeats of its last seed, whose outcomes are dropped). A sampled evaluation draws each
+    episode's noise from the stream of its seed under `noise_seed` (`seeding.SeedStreams`; torch's
+    global generator where None), so that an episode does not depend on `n_seeds` or the worlds."""
+    from grpo_robot.seeding import SeedStreams
+
     seeds = np.asarray(seeds)
     n_worlds = env.num_worlds
     was_training = policy.training
     policy.eval()
     success, steps = [], []
-    states = [] if generator is not None and not deterministic else None
+    sampled = noise_seed is not None and not deterministic
     try:
         for start in range(0, len(seeds), n_worlds):
             chunk = seeds[start : start + n_worlds]
             padded = np.concatenate([chunk, np.repeat(chunk[-1:], n_worlds - len(chunk))])
-            if states is not None:
-                states.append(generator.get_state())  # type: ignore[union-attr]
-            batch = collect(env, policy, padded, device, generator, deterministic, final_step_outcome)
+            noise = SeedStreams(noise_seed, padded, device) if sampled else None
+            batch = collect(env, policy, padded, device, noise, deterministic, final_step_outcome)
             success.append(batch.success.bool().cpu().numpy()[: len(chunk)])
             steps.append(batch.mask.sum(0).cpu().numpy()[: len(chunk)])
     finally:  # an env failure or a signal mid-evaluation leaves the policy as it found it
         policy.train(was_training)
-    return EvalResult(seeds, np.concatenate(success), np.concatenate(steps), n_worlds, states)
+    return EvalResult(seeds, np.concatenate(success), np.concatenate(steps), noise_seed if sampled else None)

@@ -110,24 +110,34 @@ class WorldRows:
         return self._draw(torch.rand, shape, **kwargs)
 
 
-class PickedRows(WorldRows):
-    """The sampling noise of some worlds (`rows`, in any order, repeats allowed) of a batch of
-    `total`: as `WorldRows`, each draw is made for all `total` worlds and these rows kept. It plays
-    chosen episodes of a sampled batch again with the noise they had (evaluation videos)."""
+class SeedStreams:
+    """Sampling noise with a stream of its own per world, keyed by (`noise_seed`, the world's reset
+    seed): a world's draws depend on its seed alone, not on the other worlds of the batch, their
+    order, or the episodes drawn before. A sampled evaluation uses it, so that the episode of a
+    seed is the same in an evaluation of 20 seeds or 2000, on any number of worlds, and can be
+    played again by itself (video.film_evaluated). A world's k-th draw is its stream's k-th."""
 
-    def __init__(self, generator: torch.Generator | None, rows: Sequence[int], total: int) -> None:
-        rows = np.asarray(rows, dtype=np.int64)
-        if not len(rows) or rows.min() < 0 or rows.max() >= total:
-            raise ValueError(f"rows {rows.tolist()} of {total} worlds are not some of them")
-        super().__init__(generator, 0, len(rows), len(rows))
-        self.rows, self.total = torch.as_tensor(rows), total
+    def __init__(self, noise_seed: int, world_seeds: Sequence[int], device: torch.device | str) -> None:
+        self.generators = [torch.Generator(device=device).manual_seed(world_stream_seed(noise_seed, s))
+                           for s in np.asarray(world_seeds).tolist()]  # fmt: skip
 
     def _draw(self, fn, shape: Sequence[int], **kwargs) -> torch.Tensor:
-        if shape[0] != len(self.rows):
-            raise ValueError(f"a draw for {shape[0]} worlds from {len(self.rows)} rows")
-        draw = normal if fn is torch.randn else uniform
-        full = draw(self.generator, (self.total, *shape[1:]), **kwargs)
-        return full[self.rows.to(full.device)]
+        if shape[0] != len(self.generators):
+            raise ValueError(f"a draw for {shape[0]} worlds from the streams of {len(self.generators)}")
+        return torch.stack([fn(tuple(shape[1:]), generator=g, **kwargs) for g in self.generators])
+
+    def randn(self, shape: Sequence[int], **kwargs) -> torch.Tensor:
+        return self._draw(torch.randn, shape, **kwargs)
+
+    def rand(self, shape: Sequence[int], **kwargs) -> torch.Tensor:
+        return self._draw(torch.rand, shape, **kwargs)
+
+
+def world_stream_seed(noise_seed: int, world_seed: int) -> int:
+    """A 62-bit seed for the stream of the world reset from `world_seed` (see `SeedStreams`)."""
+    if not 0 <= noise_seed < 2**62 or not 0 <= world_seed < 2**32:
+        raise ValueError(f"noise seed {noise_seed} or world seed {world_seed} out of [0, 2^62), [0, 2^32)")
+    return int(np.random.default_rng([noise_seed & 0xFFFFFFFF, noise_seed >> 32, world_seed]).integers(2**62))
 
 
 class CorrelatedDraws:
@@ -216,19 +226,20 @@ class _SharedRows(WorldRows):
 
 
 # what a policy's `sample` takes as its noise
-NoiseSource = torch.Generator | WorldRows | CorrelatedDraws | None
+NoiseSource = torch.Generator | WorldRows | CorrelatedDraws | SeedStreams | None
+_DRAWS = (WorldRows, CorrelatedDraws, SeedStreams)  # sources that draw by themselves
 
 
 def normal(generator: NoiseSource, shape: Sequence[int], **kwargs) -> torch.Tensor:
-    """Standard normal draws of `shape` (`[worlds, ...]`) from a generator, a `WorldRows` or a `CorrelatedDraws`."""
-    if isinstance(generator, (WorldRows, CorrelatedDraws)):
+    """Standard normal draws of `shape` (`[worlds, ...]`) from a generator or another `NoiseSource`."""
+    if isinstance(generator, _DRAWS):
         return generator.randn(shape, **kwargs)
     return torch.randn(tuple(shape), generator=generator, **kwargs)
 
 
 def uniform(generator: NoiseSource, shape: Sequence[int], **kwargs) -> torch.Tensor:
-    """Uniform [0, 1) draws of `shape` (`[worlds, ...]`) from a generator, a `WorldRows` or a `CorrelatedDraws`."""
-    if isinstance(generator, (WorldRows, CorrelatedDraws)):
+    """Uniform [0, 1) draws of `shape` (`[worlds, ...]`) from a generator or another `NoiseSource`."""
+    if isinstance(generator, _DRAWS):
         return generator.rand(shape, **kwargs)
     return torch.rand(tuple(shape), generator=generator, **kwargs)
 

@@ -55,7 +55,7 @@ from grpo_robot.gym_vector import EnvFailure
 from grpo_robot.hooks import Hook, IterationRecord, default_hooks
 from grpo_robot.policies import Policy, build_policy
 from grpo_robot.rollout import Batch, GroupSampler, RolloutError
-from grpo_robot.seeding import STREAM_EVAL, eval_seeds, iteration_generator
+from grpo_robot.seeding import STREAM_EVAL, eval_seeds, stream_seed
 from grpo_robot.signals import Interrupted, SignalGuard
 from grpo_robot.start_replay import start_replay
 from grpo_robot.update import AdvantageSource, GroupAdvantages, Learner, TrainingDiverged
@@ -407,9 +407,8 @@ class Trainer:
     def _evaluate(self, policy: Policy, iteration: int) -> EvalResult:
         """`policy` on the held-out seeds, with the evaluation noise of `iteration`."""
         start, cfg = time.perf_counter(), self.cfg
-        generator = iteration_generator(cfg.seed, iteration, self.device, STREAM_EVAL)
         result = evaluate(self.eval_env, policy, eval_seeds(cfg.eval_seeds), self.device, cfg.eval_deterministic,
-                          generator, cfg.env.outcome == "final_step")  # fmt: skip
+                          stream_seed(cfg.seed, iteration, STREAM_EVAL), cfg.env.outcome == "final_step")  # fmt: skip
         self.eval_seconds += time.perf_counter() - start
         return result
 

@@ -24,7 +24,7 @@ from grpo_robot.config import EnvConfig, RenderConfig, TrainConfig
 from grpo_robot.environment import GroupEnv, make_env
 from grpo_robot.evaluation import EvalResult
 from grpo_robot.policies import Policy
-from grpo_robot.seeding import PickedRows
+from grpo_robot.seeding import NoiseSource, SeedStreams
 
 VIDEO_EXTRA = "pip install 'grpo-robot[video]' (imageio and imageio-ffmpeg)"
 
@@ -135,7 +135,7 @@ def record(
     width: int = 320,
     height: int = 240,
     deterministic: bool = True,
-    generator: torch.Generator | None = None,
+    generator: NoiseSource = None,
     final_step_outcome: bool = False,
 ) -> list[Episode]:
     """One episode per seed, `env.num_worlds` at a time, rendering every world at the start and
@@ -181,25 +181,19 @@ def film_evaluated(env: GroupEnv, policy: Policy, result: EvalResult, seeds: Seq
                    final_step_outcome: bool = False) -> tuple[list[Episode], list[Path], float]:  # fmt: skip
     """`film` the evaluated `seeds` of `result` as they went in the evaluation. A deterministic
     policy plays them again by itself; a sampled evaluation's episodes are played with the noise
-    each had there (the generator's state at its chunk's start, the draws for the whole chunk,
-    its row kept: `PickedRows`), so that each film shows the episode, and the outcome, that was
-    evaluated."""
+    each had there (its seed's own stream, `seeding.SeedStreams`), so that each film shows the
+    episode, and the outcome, that was evaluated."""
     if deterministic:
         return film(env, policy, seeds, device, render, folder, True, None, final_step_outcome)
-    if result.generator_states is None:
-        raise ValueError("a sampled evaluation's episodes can be filmed only with the generator states it recorded")
-    position = {int(s): i for i, s in enumerate(result.seeds)}
-    picked = np.array([position[int(s)] for s in seeds], dtype=np.int64)
-    generator = torch.Generator(device)
+    if result.noise_seed is None:
+        raise ValueError("a sampled evaluation's episodes can be filmed only with the noise seed it recorded")
+    seeds = np.asarray(seeds, dtype=np.int64)
     episodes: list[Episode] = []
-    for c in np.unique(picked // result.chunk):  # the episodes of one evaluation chunk share its draws
-        mine = picked[picked // result.chunk == c]
-        for start in range(0, len(mine), env.num_worlds):
-            part = mine[start : start + env.num_worlds]
-            rows = np.concatenate([part, np.repeat(part[-1:], env.num_worlds - len(part))]) % result.chunk
-            generator.set_state(result.generator_states[c])
-            episodes += record(env, policy, result.seeds[part], device, render.camera, render.width, render.height,
-                               False, PickedRows(generator, rows, result.chunk), final_step_outcome)  # fmt: skip
+    for start in range(0, len(seeds), env.num_worlds):
+        part = seeds[start : start + env.num_worlds]
+        padded = np.concatenate([part, np.repeat(part[-1:], env.num_worlds - len(part))])
+        episodes += record(env, policy, part, device, render.camera, render.width, render.height,
+                           False, SeedStreams(result.noise_seed, padded, device), final_step_outcome)  # fmt: skip
     order = {int(s): k for k, s in enumerate(seeds)}
     episodes.sort(key=lambda e: order[e.seed])
     fps = env_fps(env)

@@ -255,24 +255,24 @@ def test_evaluate_writes_videos_of_successes_and_failures(trained, tmp_path):
         assert (scene > 40).sum() > 100  # the hand moved
 
 
-def test_a_sampled_evaluations_films_show_the_episodes_it_evaluated(trained, tmp_path):
-    """deterministic=false: each film is the evaluated episode, with its noise (the evaluation's
-    generator state at its chunk's start, the whole chunk's draws, its row kept), so its outcome
-    and length are the evaluation's; 30 seeds on 8 worlds make 4 chunks. Filming from a fresh
-    generator on the picked worlds alone gave other episodes (a success filmed as a failure)."""
-    from grpo_robot import checkpoint, video
-    from grpo_robot.config import to_train_config
+def test_a_sampled_evaluations_films_show_the_episodes_it_evaluated(tmp_path):
+    """deterministic=false: each film is the evaluated episode, with its noise (its seed's own
+    stream under the evaluation's noise seed), so its outcome and length are the evaluation's;
+    30 seeds evaluated on 8 worlds (4 chunks), filmed on 4. Filming from a fresh generator on the
+    picked worlds alone gave other episodes (a success filmed as a failure)."""
+    from test_rollout_split import NoisyExpert
+
+    from grpo_robot import video
     from grpo_robot.environment import make_eval_env
     from grpo_robot.evaluation import evaluate
-    from grpo_robot.seeding import STREAM_EVAL, eval_seeds, iteration_generator
+    from grpo_robot.seeding import STREAM_EVAL, eval_seeds, stream_seed
 
-    ckpt = checkpoint.load(trained[0] / "plain" / "checkpoints" / "last.pt")
-    cfg, policy = to_train_config(ckpt["config"]), checkpoint.policy_from_record(ckpt["policy"], torch.device("cpu"))
+    cfg = small_config()
     env = make_eval_env(cfg, 8)
-    result = evaluate(env, policy, eval_seeds(30, "test"), torch.device("cpu"), False,
-                      iteration_generator(0, 0, torch.device("cpu"), STREAM_EVAL))  # fmt: skip
+    policy = NoisyExpert(env.task, 1.5)
+    result = evaluate(env, policy, eval_seeds(30, "test"), torch.device("cpu"), False, stream_seed(0, 0, STREAM_EVAL))
     env.close()
-    assert len(result.generator_states) == 4 and 0 < result.success.sum() < 30
+    assert result.noise_seed == stream_seed(0, 0, STREAM_EVAL) and 5 < result.success.sum() < 25
     seeds = video.pick_seeds(result, 6)
     filming = video.make_video_env(cfg, 4)  # fewer worlds than episodes: two passes
     episodes, files, _ = video.film_evaluated(filming, policy, result, seeds, torch.device("cpu"),

@@ -38,6 +38,20 @@ from grpo_robot.trainer import Trainer
 FIELDS = ("obs", "raw", "logp", "mask", "success", "failed")
 
 
+class NoisyExpert(torch.nn.Module):
+    """A built-in task's scripted expert plus `scale` times the sampling stream's noise: a policy
+    whose sampled episodes succeed or fail by their noise."""
+
+    def __init__(self, task, scale: float) -> None:
+        super().__init__()
+        self.task, self.scale = task, scale
+
+    def sample(self, obs, generator=None, deterministic=False):
+        mean = torch.as_tensor(self.task.expert(obs.numpy().astype(np.float64)), dtype=torch.float32)
+        raw = mean if deterministic else mean + self.scale * normal(generator, mean.shape)
+        return raw, raw.clamp(-1.0, 1.0), raw[:, :1]
+
+
 def test_shared_draws_give_each_part_its_rows_of_the_whole_draw_in_any_order():
     whole = iteration_generator(0, 3, "cpu")
     expected = [torch.randn((10, 4), generator=whole), torch.rand((10, 1), generator=whole)]
@@ -470,3 +484,26 @@ def test_a_rollout_in_turn_abandoned_by_an_exception_waits_for_the_physics_under
         _parts_in_turn(Env(), Policy(), [slice(0, 2), slice(2, 4)], ["ok", "raise"], torch.device("cpu"), False, 10)
     assert steps_done == [slice(0, 2)]  # ended before the exception left
     physics.shutdown()
+
+
+def test_a_sampled_evaluations_episode_is_its_seeds_whatever_the_other_seeds_and_worlds():
+    """Each seed's noise is its own stream (`SeedStreams`): an episode is the same in an evaluation
+    of 24 seeds on 24 worlds, on 7 (chunks, a padded last one), or among 12 of them in reverse on 4.
+    A chunk's draws came from one generator, so an episode depended on `n_seeds` and the worlds."""
+    from grpo_robot.evaluation import evaluate
+    from grpo_robot.seeding import eval_seeds
+
+    def outcomes(worlds, seeds, noise_seed=123):
+        env = BatchedEnv("Reach", worlds, nthread=1, horizon=40)
+        result = evaluate(env, NoisyExpert(env.task, 1.5), seeds, torch.device("cpu"), False, noise_seed)
+        env.close()
+        assert result.noise_seed == noise_seed  # what a film of its episodes plays them with
+        return {int(s): (bool(ok), int(t)) for s, ok, t in zip(result.seeds, result.success, result.steps, strict=True)}
+
+    seeds = eval_seeds(24)
+    whole = outcomes(24, seeds)
+    assert 4 <= sum(ok for ok, _ in whole.values()) <= 20 and len({t for _, t in whole.values()}) > 3
+    assert outcomes(7, seeds) == whole
+    part = outcomes(4, seeds[5:17][::-1])
+    assert part == {s: whole[s] for s in part} and len(part) == 12
+    assert outcomes(24, seeds, noise_seed=124) != whole  # the noise seed matters
