@@ -307,6 +307,7 @@ def _pretrain_bc(cfg: DictConfig) -> None:
     from grpo_robot import checkpoint
     from grpo_robot.bc import BCDiverged, checkpoint_from_bc, clone
     from grpo_robot.config import PolicyConfig, TrainConfig, env_config, validate_env
+    from grpo_robot.config.store import env_config_dict
     from grpo_robot.config.validate import validate_pretrain
     from grpo_robot.datasets import load_demos
     from grpo_robot.demos import DemoDataset
@@ -321,8 +322,9 @@ def _pretrain_bc(cfg: DictConfig) -> None:
         bc_cfg = OmegaConf.to_object(cfg.bc)
         if env_cfg is not None:
             pass
-        elif str(cfg.dataset).endswith(".npz"):
-            env_cfg = env_config(DemoDataset.load(cfg.dataset).env_config)  # the env it records
+        elif str(cfg.dataset).endswith(".npz"):  # the env it records, with the settings given (+env.horizon=...)
+            given = OmegaConf.to_container(cfg.env, resolve=True) if cfg.env is not None else {}
+            env_cfg = env_config({**env_config_dict(env_config(DemoDataset.load(cfg.dataset).env_config)), **given})
         else:
             raise ConfigError(f"dataset={cfg.dataset}: say which env it is for, as training does (env=<preset> or "
                               "env=gym env.id=...)")  # fmt: skip

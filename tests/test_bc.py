@@ -337,6 +337,20 @@ def test_evaluations_that_differ_name_their_outputs_apart():
     assert names(output="/x/e.json", video_dir="/x/v")[1:] == ("e.json", "v")
 
 
+def test_pretrain_bc_takes_env_settings_for_the_datasets_own_env(tmp_path):
+    """`+env.horizon=40` without `env=` made a whole default env (Reach), and the PushCube dataset
+    was refused as not for it; the keys given now apply to the env the dataset records."""
+    demos = tmp_path / "push.npz"
+    assert run_main("collect_demos", "task=PushCube", "demos.episodes=2", f"output={demos}").code == 0
+    out = run_main("pretrain_bc", f"dataset={demos}", "+env.horizon=40", "bc.max_steps=2", "eval_seeds=0",
+                   f"output={tmp_path / 'bc.pt'}")  # fmt: skip
+    assert out.code == 0, out.stderr
+    env = checkpoint.load(tmp_path / "bc.pt")["config"]["env"]
+    assert (env["task"], env["horizon"]) == ("PushCube-v3", 40)
+    out = run_main("pretrain_bc", f"dataset={demos}", "+env.horizn=40")
+    assert out.code == 2 and out.error_lines[0].startswith("error: env.horizn is not an env key (did you mean env.hor")
+
+
 def test_demo_scripts_then_training_from_the_clone(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the entry points in this process, as the scripts run them
     demos = tmp_path / "reach.npz"

@@ -623,15 +623,27 @@ def validate_collect(cfg: CollectDemosConfig) -> EnvConfig:
     return env
 
 
+def names_env(node: Any) -> bool:
+    """Whether an `env` node says which env it is (a task, a Gymnasium id or entry point), not
+    only settings of one (`+env.horizon=10` on a command line without `env=`)."""
+    if node is None:
+        return False
+    if isinstance(node, EnvConfig):
+        return True
+    return any(node.get(key) is not None for key in ("task", "id", "entry_point"))
+
+
 def validate_pretrain(cfg: PretrainConfig) -> EnvConfig | None:
     """scripts/pretrain_bc.py's config (a `PretrainConfig` or the composed node), before the
     dataset is read -> its env when the config names one (else the dataset's, read later)."""
     from grpo_robot.config.store import env_config
 
     cfg = _typed(cfg, PretrainConfig)
-    env = env_config(cfg.env) if cfg.env is not None else None
+    env = env_config(cfg.env) if names_env(cfg.env) else None
     if env is not None:
         validate_env(env)
+    elif cfg.env:  # keys for the dataset's own env (`+env.horizon=10`): checked once it is read
+        env_config(cfg.env)
     validate_policy(cfg.policy)
     validate_bc(cfg.bc)
     check_values(cfg)
