@@ -463,6 +463,10 @@ def validate_env(env: EnvConfig) -> None:
         _check(env.nthread is None, "env.nthread", env.nthread,
                "is for built-in tasks (their MuJoCo thread pool); a Gymnasium env steps its own worlds "
                "(env.vector=async spreads them over processes)")  # fmt: skip
+    if env.id and ":" in env.id:  # Gymnasium's gym.make("module:Id") form: one spelling per env here
+        module, _, name = env.id.partition(":")
+        raise ConfigError(f"env.id={env.id!r} is invalid: name the module that registers it in env.import "
+                          f"(env.id={name} env.import=[{module}])")  # fmt: skip
     if env.entry_point:
         _check(bool(_CALLABLE.match(env.entry_point)), "env.entry_point", env.entry_point,
                "must be module:Class, e.g. my_package.envs:MyEnv")  # fmt: skip
