@@ -194,8 +194,6 @@ def film_evaluated(env: GroupEnv, policy: Policy, result: EvalResult, seeds: Seq
         padded = np.concatenate([part, np.repeat(part[-1:], env.num_worlds - len(part))])
         episodes += record(env, policy, part, device, render.camera, render.width, render.height,
                            False, SeedStreams(result.noise_seed, padded, device), final_step_outcome)  # fmt: skip
-    order = {int(s): k for k, s in enumerate(seeds)}
-    episodes.sort(key=lambda e: order[e.seed])
     fps = env_fps(env)
     return episodes, write(episodes, folder, fps, gif=render.gif), fps
 
