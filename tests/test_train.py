@@ -112,6 +112,7 @@ def test_short_training_run_beats_initial_policy(tmp_path):
         "losses/grad_norm",
         "time/rollout_s",
         "time/update_s",
+        "time/run_s",
     }
     assert expected <= tags, expected - tags
     (final,) = events.Scalars("charts/eval_success")
