@@ -219,6 +219,7 @@ def _minari(f: Any, main: Path, cfg: EnvConfig, env: Any) -> DemoDataset:
     if meta_path.is_file():
         meta = _json_attr(meta_path.read_bytes(), str(meta_path))
         spaces = {k.removesuffix("_space"): meta[k] for k in ("observation_space", "action_space") if k in meta}
+        spaces.update(_box_bounds(spaces.get("action"), f"{meta_path}: action_space"))
         spec = meta.get("env_spec")
         spec = _json_attr(spec, f"{meta_path}: env_spec") if isinstance(spec, str) else spec
         if spec is not None and not isinstance(spec, dict):
@@ -231,6 +232,17 @@ def _minari(f: Any, main: Path, cfg: EnvConfig, env: Any) -> DemoDataset:
     if not ident:  # no recorded env: trust the config's
         ident = {k: v for k, v in _config_ident(cfg).items() if k in ("id", "entry_point")}
     return _dataset(episodes, ident, env, source, where, spaces)
+
+
+def _box_bounds(space: Any, where: str) -> dict[str, list[float]]:
+    """`action_low` and `action_high` of a Box serialized as Minari's metadata holds it (a JSON
+    string of type, dtype, shape, low, high): the bounds the dataset's actions were recorded in,
+    which `DemoDataset.check_compatible` compares with the env's. Empty for another space."""
+    space = _json_attr(space, where) if isinstance(space, str | bytes) else space
+    if not isinstance(space, dict) or space.get("type") != "Box" or "low" not in space or "high" not in space:
+        return {}
+    low, high = (np.ravel(np.asarray(space[k], dtype=np.float64)).tolist() for k in ("low", "high"))
+    return {"action_low": low, "action_high": high}
 
 
 def _robomimic(f: Any, main: Path, cfg: EnvConfig, env: Any) -> DemoDataset:

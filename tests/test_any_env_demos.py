@@ -270,6 +270,29 @@ def test_a_dataset_of_another_env_or_layout_is_refused_naming_both_sides():
     point.close()
 
 
+def test_a_minari_dataset_recorded_on_other_action_bounds_is_refused(tmp_path, fetch_push):
+    """Its actions are in the units of the bounds its metadata records; read in the env's bounds
+    they were clipped into them, without a word."""
+    import shutil
+
+    cfg, env = fetch_push
+    copy = tmp_path / "fetch-push-expert-v0"
+    shutil.copytree(MINARI, copy)
+    meta_file = copy / "data" / "metadata.json"
+    meta = json.loads(meta_file.read_text())
+    space = json.loads(meta["action_space"])
+    assert load_demos(copy, cfg, env).spaces["action_low"] == space["low"] == [-1.0] * 4  # the env's own: read
+    meta["action_space"] = json.dumps({**space, "low": [-2.0] * 4, "high": [2.0] * 4})
+    meta_file.write_text(json.dumps(meta))
+    with pytest.raises(ValueError) as err:
+        load_demos(copy, cfg, env)
+    assert str(err.value) == (
+        f"demos.path={copy} was recorded on action bounds low=[-2, -2, -2, -2] high=[2, 2, 2, 2], but FetchPush-v4 "
+        "has low=[-1, -1, -1, -1] high=[1, 1, 1, 1]; record it again on this env, or give the env the bounds it had "
+        "(env.kwargs)"
+    )
+
+
 def test_a_robomimic_layout_file_loads_for_robosuite_lift():
     keys = ["object-state", "robot0_eef_pos", "robot0_eef_quat", "robot0_gripper_qpos"]
     kwargs = {"env_name": "Lift", "robots": "Panda", "controller": None, "obs_keys": keys}
