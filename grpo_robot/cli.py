@@ -559,10 +559,13 @@ def _remove_bookkeeping(sweep: Path) -> None:
     working directory (`multirun/<date>/<time>`)."""
     import shutil
 
+    cwd = Path.cwd().resolve()
+    if sweep == cwd or sweep in cwd.parents:  # hydra.sweep.dir=. or above: never the working directory
+        return
     if not sweep.is_dir() or any(p.is_file() and p.name != "multirun.yaml" for p in sweep.rglob("*")):
         return
     shutil.rmtree(sweep, ignore_errors=True)
-    cwd, parent = Path.cwd().resolve(), sweep.parent
+    parent = sweep.parent
     while parent != cwd and cwd in parent.parents and parent.is_dir() and not any(parent.iterdir()):
         parent.rmdir()
         parent = parent.parent
