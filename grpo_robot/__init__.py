@@ -14,6 +14,14 @@ for _name, _value in OPENMP_SPIN.items():
     os.environ.setdefault(_name, _value)
 del _name, _value
 
+from grpo_robot.machine import mujoco_gl_error  # noqa: E402
+
+if mujoco_gl_error():  # `import mujoco` (the built-in tasks) would raise with a traceback: one line instead
+    import sys
+
+    print(f"error: {mujoco_gl_error()}", file=sys.stderr)
+    raise SystemExit(2)
+
 from grpo_robot import envs  # noqa: E402
 
 __version__ = "0.1.0"

@@ -116,3 +116,16 @@ def format_bytes(n: float) -> str:
         if n >= size:
             return f"{n / size:.1f} {unit}" if n < 100 * size else f"{n / size:,.0f} {unit}"
     return f"{n:.0f} B"
+
+
+def mujoco_gl_error() -> str | None:
+    """A one-line error for a `MUJOCO_GL` that `import mujoco` would refuse with a traceback (the
+    values its bindings accept on this system), or None."""
+    value = os.environ.get("MUJOCO_GL", "").strip().lower()
+    allowed = ["egl", "osmesa", "glx", "glfw"] if platform.system() == "Linux" else ["glfw"]
+    allowed += {"Windows": ["wgl"], "Darwin": ["cgl"]}.get(platform.system(), [])
+    switches = ("", "enable", "enabled", "on", "true", "1", "disable", "disabled", "off", "false", "0")
+    if value in switches or value in allowed:
+        return None
+    return (f"MUJOCO_GL={os.environ['MUJOCO_GL']!r} is invalid: must be one of {', '.join(allowed)} (or unset: "
+            "the first headless one that renders is chosen)")

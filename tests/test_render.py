@@ -446,3 +446,19 @@ def test_evaluate_films_a_gymnasium_env_through_its_own_render(tmp_path, vector)
         seed = int(path.name.split("_seed")[1].split("_")[0])
         frames = np.stack(list(iio.imiter(path, plugin="FFMPEG")))
         assert frames.shape == (steps[seed] + 1, 240, 320, 3) and frames.std() > 10  # TaskEnv's own 320x240
+
+
+def test_a_misspelled_mujoco_gl_is_one_line_before_mujoco_loads(monkeypatch):
+    """`import mujoco` raised a RuntimeError with a traceback through grpo_robot's import."""
+    from grpo_robot.machine import mujoco_gl_error
+
+    for value in ("egl", "OSMesa", " glfw", "", "0", "disabled"):
+        monkeypatch.setenv("MUJOCO_GL", value)
+        assert mujoco_gl_error() is None, value
+    monkeypatch.setenv("MUJOCO_GL", "eglx")
+    assert mujoco_gl_error() == ("MUJOCO_GL='eglx' is invalid: must be one of egl, osmesa, glx, glfw (or unset: the "
+                                 "first headless one that renders is chosen)")  # fmt: skip
+    script = str(Path(__file__).parents[1] / "scripts" / "evaluate.py")
+    done = subprocess.run([sys.executable, script, "checkpoint=x.pt"], env={**os.environ, "MUJOCO_GL": "eglx"},
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert (done.returncode, done.stderr.strip()) == (2, f"error: {mujoco_gl_error()}")
