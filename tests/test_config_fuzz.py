@@ -481,13 +481,21 @@ def test_a_whole_number_in_float_notation_sets_an_integer_key():
     assert compose("pretrain_bc", "dataset=x.npz", "bc.max_steps=2e3").bc.max_steps == 2000
 
 
-def test_the_other_commands_accept_their_edge_values():
-    validate_eval(compose("evaluate", "checkpoint=x.pt", "n_seeds=1", "seed=0"))
-    validate_eval(compose("evaluate", "checkpoint=x.pt", "n_seeds=500000000"))  # a whole half of the held-out range
+def test_the_other_commands_accept_their_edge_values(tmp_path):
+    (tmp_path / "x.pt").write_bytes(b"")  # read once the config passes
+    validate_eval(compose("evaluate", f"checkpoint={tmp_path / 'x.pt'}", "n_seeds=1", "seed=0"))
+    validate_eval(compose("evaluate", f"checkpoint={tmp_path / 'x.pt'}", "n_seeds=500000000"))  # half the range
+    # a sweep's missing checkpoint is refused before its first job (it stopped the sweep at its own job)
+    with pytest.raises(ConfigError, match=f"checkpoint='{tmp_path}' is invalid: no checkpoint at {tmp_path}/check"):
+        validate_eval(compose("evaluate", f"checkpoint={tmp_path}"))
     assert validate_collect(compose("collect_demos", "demos.noise=10", "nthread=1")).task == "PushCube"
     assert validate_collect(compose("collect_demos", "env=fetch_push", "demos.expert=a.b:c")).id == "FetchPush-v4"
-    assert validate_pretrain(compose("pretrain_bc", "dataset=x.npz", "eval_seeds=0")) is None
-    assert validate_pretrain(compose("pretrain_bc", "dataset=x.npz", "env=push_cube", "bc.lr=1")).task == "PushCube"
+    (tmp_path / "x.npz").write_bytes(b"")
+    data = f"dataset={tmp_path / 'x.npz'}"
+    assert validate_pretrain(compose("pretrain_bc", data, "eval_seeds=0")) is None
+    assert validate_pretrain(compose("pretrain_bc", data, "env=push_cube", "bc.lr=1")).task == "PushCube"
+    with pytest.raises(ConfigError, match="dataset='x.npz' is invalid: no demo dataset at x.npz"):
+        validate_pretrain(compose("pretrain_bc", "dataset=x.npz"))
 
 
 # -- the generic checks cover every field ------------------------------------------------------

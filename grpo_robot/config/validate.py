@@ -557,6 +557,11 @@ def validate_eval(cfg: EvalConfig, train_cfg: TrainConfig | None = None) -> None
         check_memory(train_cfg, eval_seeds=cfg.n_seeds, eval_key="n_seeds", train=False)
     if cfg.video:
         validate_video(cfg.render, "video", cfg.video, None if train_cfg is None else train_cfg.env)
+    if train_cfg is None:  # every job of a sweep (-m checkpoint=a,b) before the first starts
+        path = Path(cfg.checkpoint)
+        found = path / "checkpoints" / "last.pt" if path.is_dir() else path
+        _check(found.is_file(), "checkpoint", cfg.checkpoint,
+               f"no checkpoint at {found} (give a .pt file or a run directory)")  # fmt: skip
 
 
 def validate_video(render: RenderConfig, key: str, value: int, env: EnvConfig | None) -> None:
@@ -656,6 +661,9 @@ def validate_pretrain(cfg: PretrainConfig) -> EnvConfig | None:
     if env is not None:
         train_cfg = TrainConfig(env=env, policy=cfg.policy, bc=cfg.bc, eval_seeds=max(cfg.eval_seeds, 1))
         check_memory(train_cfg, eval_seeds=cfg.eval_seeds, eval_key="eval_seeds", train=False)
+    if not str(cfg.dataset).startswith("minari:"):  # every job of a sweep, before the first starts
+        _check(Path(cfg.dataset).exists(), "dataset", cfg.dataset,
+               f"no demo dataset at {cfg.dataset} (give a path or minari:<id>)")  # fmt: skip
     return env
 
 
