@@ -334,7 +334,8 @@ def clipped_policy_loss(
 
     `logp, logp_old, logp_ref, entropy: [s, n_tokens]` and `advantages: [s]` per step of the
     minibatch. -> (loss, metrics as 0-d tensors: policy_loss (the surrogate alone),
-    clip_fraction, approx_kl (to the rollout policy), kl_ref, entropy)."""
+    clip_fraction, approx_kl (to the rollout policy, per action step: k3 of the step's ratio),
+    kl_ref, entropy)."""
     entropy = torch.zeros_like(logp) if entropy is None else entropy
     clip = cfg.clip
     low = clip.low if clip.low is not None else clip.eps
@@ -352,10 +353,13 @@ def clipped_policy_loss(
     aggregate = AGGREGATIONS[cfg.aggregation]
     loss = -aggregate(objective, el.traj, el.lengths, layout.members, el.norm)
     with torch.no_grad():
+        # per action step at every ratio level (what algo.lr_schedule=adaptive steers by): a token's
+        # ratio gave about 1/n_tokens of it, a trajectory's geometric-mean ratio almost nothing
+        step_log_ratio = (logp - logp_old).sum(-1)
         metrics = {
             "policy_loss": -aggregate(surrogate, el.traj, el.lengths, layout.members, el.norm),
             "clip_fraction": clipped.float().mean(),
-            "approx_kl": (ratio - 1 - torch.log(ratio)).mean(),
+            "approx_kl": (torch.expm1(step_log_ratio) - step_log_ratio).mean(),
             "kl_ref": el.kl_ref.mean(),
             "entropy": entropy.sum(-1).mean(),
         }

@@ -408,3 +408,19 @@ def test_gae_by_hand():
     adv, returns = gae(rewards, values, mask, gamma=1.0, lam=1.0)
     torch.testing.assert_close(adv[:, 0], 1.0 - values[:, 0])
     torch.testing.assert_close(returns[:, 0], torch.ones(3))
+
+
+def test_approx_kl_is_per_action_step_at_every_ratio_level():
+    """It is what algo.lr_schedule=adaptive steers by. Computed on the clipped elements, a token's
+    ratio gave about a quarter of it with 4 action dimensions and GSPO's geometric-mean ratio almost
+    nothing, so the adaptive rate rose at every update while the policy moved further each time."""
+    gen = torch.Generator().manual_seed(0)
+    logp_old = torch.randn(12, 4, generator=gen)
+    logp = logp_old + 0.2 * torch.randn(12, 4, generator=gen)
+    layout = Layout(torch.arange(12) // 4, torch.tensor([4, 4, 4]), torch.arange(3), horizon=10)
+    step = (logp - logp_old).sum(-1)
+    expected = (step.exp() - 1 - step).mean().item()
+    assert expected > 0.05  # a real move: about 0.08 per step
+    for ratio in ("action", "token", "sequence"):
+        _, metrics = clipped_policy_loss(logp, logp_old, torch.ones(12), layout, AlgoConfig(ratio=ratio))
+        assert metrics["approx_kl"].item() == pytest.approx(expected, rel=1e-5), ratio
