@@ -55,6 +55,7 @@ TRAIN_ENV = [
     case("train", "env=gym", key="env.id"),  # no env named
     case("train", "env=gym", "env.id=FetchReach-v4", "env.entry_point=a.b:C", key="env.entry_point"),
     case("train", "env=gym", "env.entry_point=not_callable", key="env.entry_point"),
+    case("train", "algo.normalize_advantages=true", key="algo.normalize_advantages"),  # group advantages: no
     case("train", "env=gym", "env.id=gymnasium_robotics:FetchReach-v4", key="env.id"),  # gym.make's module:id
     case("train", "env=gym", "env.id=FetchReach-v4", "env.success_fn=bad", key="env.success_fn"),
     case("train", "env=gym", "env.id=FetchReach-v4", "env.success_key=''", key="env.success_key"),

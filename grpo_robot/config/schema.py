@@ -293,7 +293,7 @@ class AlgoConfig:
     # optimizer steps in a row that may go non-finite (loss, gradient or the weights after the step; each
     # is rolled back and skipped) before the run stops with an error, its last good checkpoint kept
     max_skipped_steps: int = 20
-    normalize_advantages: bool = False  # standardize advantages per minibatch (PPO's usual practice)
+    normalize_advantages: bool = False  # standardize advantages per minibatch (PPO's usual practice; gae only)
     entropy_coef: float = 0.0
     # true: every step of a minibatch goes through the policy's forward pass, as updates did before
     # a zero-advantage step's entropy bonus was scored without one (where the entropy depends on no

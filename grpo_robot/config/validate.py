@@ -348,6 +348,10 @@ def validate(cfg: TrainConfig) -> None:
            "must be >= 2 (advantages are group-relative; only a critic's advantage, gae, takes 1)")  # fmt: skip
     _check(not (sampling.enabled and critic_advantage), "algo.dynamic_sampling.enabled", sampling.enabled,
            f"is for group advantages; advantage={algo.advantage} learns from every trajectory")  # fmt: skip
+    _check(critic_advantage or not algo.normalize_advantages, "algo.normalize_advantages", algo.normalize_advantages,
+           f"applies to a critic's advantages (algo.advantage=gae); advantage={algo.advantage} is group-relative already, "
+           "and re-centred over steps, the long failed episodes outweigh the short successes (a failure's advantage "
+           "can turn positive)")  # fmt: skip
     if critic.reward == "shaped":
         _check(critic_advantage, "algo.critic.reward", critic.reward,
                "shaped needs a critic (algo=ppo); GRPO's advantages come from the outcome alone")  # fmt: skip
