@@ -424,3 +424,30 @@ def test_approx_kl_is_per_action_step_at_every_ratio_level():
     for ratio in ("action", "token", "sequence"):
         _, metrics = clipped_policy_loss(logp, logp_old, torch.ones(12), layout, AlgoConfig(ratio=ratio))
         assert metrics["approx_kl"].item() == pytest.approx(expected, rel=1e-5), ratio
+
+
+@pytest.mark.parametrize("past", [-10.0, 4.0])
+def test_a_state_dependent_std_past_its_bound_can_come_back(past):
+    """The head's log-std was clamped with no gradient past a bound: a std pushed to its floor (or
+    cap) for every state stayed there for good, whatever the objective wanted next. Its values are
+    the clamp's still, and a step that would push it further out gets no gradient."""
+    torch.manual_seed(0)
+    policy = GaussianPolicy(5, 2, hidden_sizes=[16], state_dependent_std=True, obs_norm=False)
+    with torch.no_grad():
+        policy.log_std_head[0].weight.zero_()
+        policy.log_std_head[0].bias.fill_(past)
+    obs, raw = torch.randn(64, 5), torch.zeros(64, 2)
+    bound = policy.log_std_min if past < 0 else policy.log_std_max
+    assert torch.equal(policy.distribution(obs)[1], torch.full((64, 2), bound))
+    inward = 1.0 if past < 0 else -1.0  # the entropy's sign that asks for the way back in
+    for sign, moves in ((inward, True), (-inward, False)):
+        policy.zero_grad()
+        (-sign * policy.log_probs(obs, raw)[1].sum(-1).mean()).backward()
+        bias_grad = policy.log_std_head[0].bias.grad
+        assert (bias_grad.abs().sum().item() > 0) == moves, (sign, bias_grad)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=0.05)
+    for _ in range(100):  # the way back in: the std leaves its bound
+        optimizer.zero_grad()
+        (-inward * policy.log_probs(obs, raw)[1].sum(-1).mean()).backward()
+        optimizer.step()
+    assert (policy.distribution(obs)[1] - bound).abs().min().item() > 0.5

@@ -20,6 +20,25 @@ def tanh_log_det(raw: torch.Tensor) -> torch.Tensor:
     return 2.0 * (math.log(2.0) - raw - F.softplus(-2.0 * raw))
 
 
+class _InwardClamp(torch.autograd.Function):
+    """`x.clamp(low, high)` whose gradient also passes where `x` is past a bound and a descent step
+    would bring it back in. A plain clamp gives no gradient there: a std head pushed past a bound
+    for every state stayed at it for good, whatever the objective wanted later. The values are
+    the clamp's, so a policy samples and scores exactly as before."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, low: float, high: float) -> torch.Tensor:
+        ctx.save_for_backward(x)
+        ctx.low, ctx.high = low, high
+        return x.clamp(low, high)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        (x,) = ctx.saved_tensors
+        inward = ((x <= ctx.high) | (grad > 0)) & ((x >= ctx.low) | (grad < 0))  # descent moves x by -grad
+        return torch.where(inward, grad, torch.zeros_like(grad)), None, None
+
+
 @register_policy
 class GaussianPolicy(Policy):
     """MLP mean; log-std a learned vector (default) or a second head (`state_dependent_std`),
@@ -76,8 +95,9 @@ class GaussianPolicy(Policy):
         """-> (mean, log_std), both `[..., action_dim]`, of the pre-squash Gaussian."""
         hidden = self.trunk(self.obs_norm(obs))
         mean = self.mean_head(hidden)
-        log_std = self.log_std_head(hidden) if self.state_dependent_std else self.log_std.expand_as(mean)
-        return mean, log_std.clamp(self.log_std_min, self.log_std_max)
+        if self.state_dependent_std:  # a head's bound lets a gradient back in (the free std is projected: after_step)
+            return mean, _InwardClamp.apply(self.log_std_head(hidden), self.log_std_min, self.log_std_max)
+        return mean, self.log_std.expand_as(mean).clamp(self.log_std_min, self.log_std_max)
 
     def _log_probs(self, raw, mean, log_std):
         """Per-dimension log-density `[..., action_dim]` (the diagonal factorizes)."""
