@@ -71,6 +71,9 @@ TRAIN_ENV = [
 TRAIN_POLICY = [
     case("train", "policy.max_std=0.1", key="policy.max_std"),  # below init_std, where the std starts
     case("train", "policy.min_std=0.9", key="policy.min_std"),  # above init_std
+    case("train", "policy.init_std=4", "policy.max_std=null", key="policy.init_std"),  # above the policy's e
+    case("train", "policy=tokenized_factorized", "policy.learn_temperature=true", "policy.temperature=0.01",
+         key="policy.temperature"),  # below the learned temperature's bound
     case("train", "policy=tokenized_factorized", "policy.temperature=inf", key="policy.temperature"),
     case("train", "policy=tokenized_factorized", "policy.free_logits_lr=0.1", key="policy.free_logits_lr"),  # free
     case("train", "policy=tokenized_factorized", "policy.bin_logits=gaussian", "policy.free_logits_lr=-0.1",
@@ -376,8 +379,8 @@ def test_evaluate_refuses_more_seeds_than_the_checkpoints_env_can_hold():
 # (the default job bounds the std at 0.5 and cuts training rollouts at 80 steps: an edge value
 # beyond those lifts the bound or the cut alongside, as a user would)
 GOOD_TRAIN = [
-    "algo.lr=1", "algo.lr=1e-8", "policy.init_std=10 policy.max_std=null", "policy.init_std=1e-4",
-    "policy.max_std=10", "env.nthread=1",
+    "algo.lr=1", "algo.lr=1e-8", "policy.init_std=2.718 policy.max_std=null", "policy.init_std=0.0068",
+    "policy.max_std=2.718", "env.nthread=1",
     f"env.nthread={usable_cores()}", "policy.temperature=100", "algo.kl.beta=1000", "algo.kl.beta=0",
     "algo.entropy_coef=1000", "algo.clip.high=10", "algo.clip.low=0.99", "algo.clip.dual=100", "algo.adv_eps=0",
     "algo.adv_eps=1", "algo.epochs=1000", "algo.minibatches=256", "algo.max_grad_norm=null", "algo.max_grad_norm=1e6",
@@ -607,3 +610,12 @@ def test_a_typed_composition_builds_the_config_a_merge_into_the_schema_builds(ov
     assert type(built.policy.hidden_sizes) is list and type(built.env.kwargs) is dict and type(built.loggers) is list
     with pytest.raises(Exception, match=r"Key 'foo' not in 'PolicyConfig'"):  # the CLI's line: the fuzz case above
         to_train_config(compose_config(*overrides, "+policy.foo=1"))
+
+
+def test_the_std_and_temperature_bounds_are_the_policies():
+    from grpo_robot.config.validate import STD_BOUNDS, TEMPERATURE_BOUNDS
+    from grpo_robot.policies.gaussian import LOG_STD_MAX, LOG_STD_MIN
+    from grpo_robot.policies.tokenized import LOG_TEMPERATURE_MAX, LOG_TEMPERATURE_MIN
+
+    assert STD_BOUNDS == pytest.approx((math.exp(LOG_STD_MIN), math.exp(LOG_STD_MAX)), rel=1e-12)
+    assert TEMPERATURE_BOUNDS == pytest.approx((math.exp(LOG_TEMPERATURE_MIN), math.exp(LOG_TEMPERATURE_MAX)))

@@ -483,7 +483,7 @@ def test_more_bad_spaces_and_enqueues_are_one_line(tmp_path):
     assert not chained.active({"a": "constant"}) and chained.active({"b": None})
     # a whole-number range on a float key whose preset value is null is searched as floats
     space_file.write_text(TINY.replace("  policy.init_std: {choices: [0.3, 1.0]}",
-                                       "  policy.max_std: {low: 1, high: 3}"))  # fmt: skip
+                                       "  policy.max_std: {low: 1, high: 2}"))  # fmt: skip
     params = {p.key: p for p in tune.load_space(space_file).params}
     assert isinstance(params["policy.max_std"].low, float)
 

@@ -123,6 +123,13 @@ def _num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
+# the bounds the policies hold a std and a learned temperature to (grpo_robot/policies: LOG_STD_MIN and
+# LOG_STD_MAX, LOG_TEMPERATURE_MIN and LOG_TEMPERATURE_MAX; tests/test_config_fuzz.py checks they agree):
+# a value outside was accepted and then replaced by the bound without a word
+STD_BOUNDS = (math.exp(-5.0), math.e)
+TEMPERATURE_BOUNDS = (0.02, 50.0)
+_STD_WHY = "the policy holds its std to [e^-5, e]"
+
 # (config class, field) -> its range. A config class used in several places (bc in training and
 # in pretrain_bc) is bounded the same everywhere.
 RANGES: dict[tuple[type, str], Range] = {
@@ -130,9 +137,9 @@ RANGES: dict[tuple[type, str], Range] = {
     (EnvConfig, "nthread"): Range(1, null="all cores"),  # and at most the cores (validate_env)
     # a bound far below one Python call (1e-300) would only time out every healthy world
     (EnvConfig, "step_timeout_s"): Range(0.01, 86400, why="seconds; 86400 is a day"),
-    (PolicyConfig, "init_std"): Range(0, 10, low_open=True, why="actions live in [-1, 1]"),
-    (PolicyConfig, "max_std"): Range(0, 10, low_open=True, why="actions live in [-1, 1]", null="e"),
-    (PolicyConfig, "min_std"): Range(0, 10, low_open=True, why="actions live in [-1, 1]", null="e^-5"),
+    (PolicyConfig, "init_std"): Range(*STD_BOUNDS, why=_STD_WHY),
+    (PolicyConfig, "max_std"): Range(*STD_BOUNDS, why=_STD_WHY, null="e"),
+    (PolicyConfig, "min_std"): Range(*STD_BOUNDS, why=_STD_WHY, null="e^-5"),
     (PolicyConfig, "temperature"): Range(0, 100, low_open=True, why="it divides the logits"),
     (PolicyConfig, "bins"): Range(2, 65536, guard=True),
     (PolicyConfig, "embed_dim"): Range(1, 65536, guard=True),
@@ -349,9 +356,9 @@ def validate(cfg: TrainConfig) -> None:
     _check(not (sampling.enabled and critic_advantage), "algo.dynamic_sampling.enabled", sampling.enabled,
            f"is for group advantages; advantage={algo.advantage} learns from every trajectory")  # fmt: skip
     _check(critic_advantage or not algo.normalize_advantages, "algo.normalize_advantages", algo.normalize_advantages,
-           f"applies to a critic's advantages (algo.advantage=gae); advantage={algo.advantage} is group-relative already, "
-           "and re-centred over steps, the long failed episodes outweigh the short successes (a failure's advantage "
-           "can turn positive)")  # fmt: skip
+           f"applies to a critic's advantages (algo.advantage=gae); advantage={algo.advantage} is group-relative "
+           "already, and re-centred over steps, the long failed episodes outweigh the short successes (a failure's "
+           "advantage can turn positive)")  # fmt: skip
     if critic.reward == "shaped":
         _check(critic_advantage, "algo.critic.reward", critic.reward,
                "shaped needs a critic (algo=ppo); GRPO's advantages come from the outcome alone")  # fmt: skip
@@ -517,6 +524,11 @@ def validate_policy(pol: PolicyConfig) -> None:
         _check(pol.min_std <= pol.init_std, "policy.min_std", pol.min_std,
                f"must be at most policy.init_std={pol.init_std:g}, where the std starts")  # fmt: skip
     tokenized = pol.type == "tokenized"
+    if tokenized and pol.learn_temperature:
+        low, high = TEMPERATURE_BOUNDS
+        _check(low <= pol.temperature <= high, "policy.temperature", pol.temperature,
+               f"must be in [{_num(low)}, {_num(high)}] with policy.learn_temperature=true (the bounds it is "
+               "learned within)")  # fmt: skip
     where = f"policy.type={pol.type}" + (f" and bin_logits={pol.bin_logits}" if tokenized else "")
     _check((tokenized and pol.bin_logits == "gaussian") or pol.free_logits_lr == 1.0, "policy.free_logits_lr",
            pol.free_logits_lr, f"must be 1 with {where}: only tokenized bin_logits=gaussian has free logits beside "
