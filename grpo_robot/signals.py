@@ -78,5 +78,11 @@ class SignalGuard:
         self._abandonable = True
         try:
             yield
+        except SystemError as err:
+            # the handler raised inside a C extension's own signal check (Ray's `ray.wait` on a long
+            # draw), which reports "returned a result with an exception set", the signal its cause
+            if isinstance(err.__cause__, Interrupted):
+                raise err.__cause__ from None
+            raise
         finally:
             self._abandonable = False

@@ -436,3 +436,27 @@ def test_an_env_whose_every_world_fails_stops_the_run_with_its_last_iteration(tm
 def test_a_run_in_this_process_gives_its_directory_back_when_it_ends(tmp_path):
     Trainer(small_config(iterations=1), tmp_path).run()
     assert rundir.holder(tmp_path) is None  # a notebook that trained here does not block the next run
+
+
+def test_a_signal_that_lands_in_a_c_extensions_wait_still_stops_the_run_with_its_checkpoint(tmp_path):
+    """Ray's `ray.wait` runs Python's signal handlers inside its own check: the handler's
+    `Interrupted` came out as `SystemError: ... returned a result with an exception set`, which
+    the run took for a crash (a traceback, no last.pt, no summary.json). Played here in-process:
+    the third draw is interrupted the way Ray reports it."""
+    trainer = Trainer(small_config(iterations=5, checkpoint_every=100), tmp_path)
+    sample, calls = trainer.sampler.sample, []
+
+    def interrupted_in_c(policy, iteration):
+        calls.append(iteration)
+        if len(calls) == 3:
+            try:
+                signal.raise_signal(signal.SIGINT)  # the guard's handler raises Interrupted in the draw
+            except BaseException as err:
+                raise SystemError("<cyfunction CoreWorker.wait> returned a result with an exception set") from err
+        return sample(policy, iteration)
+
+    trainer.sampler.sample = interrupted_in_c
+    summary = trainer.run()
+    assert (summary["stopped"], summary["signal"], summary["iterations"]) == ("signal", "SIGINT", 2)
+    assert torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=True)["iteration"] == 2
+    assert json.loads((tmp_path / "summary.json").read_text())["stopped"] == "signal"
