@@ -95,11 +95,19 @@ class Trainer:
         if cfg.rollout.backend == "ray" and not cfg.env.task:  # the workers hold the training worlds
             worlds = min(worlds, cfg.eval_seeds)  # here: sizes and evaluation
         self.env = env if env is not None else make_env(cfg.env, worlds)
+        try:
+            self._build(cfg, hooks)
+        except BaseException:  # nothing it started is left running: env workers, a local Ray
+            self.close()
+            raise
+
+    def _build(self, cfg: TrainConfig, hooks: Sequence[Hook]) -> None:
+        """The rest of the trainer, once its env is built (`close` releases what it started)."""
+        algo = cfg.algo
         self.eval_env = make_eval_env(cfg, cfg.eval_seeds, self.env)
         horizon = self.env.horizon  # of training rollouts: algo.train_horizon, at most the env's
         if algo.train_horizon is not None:
             if algo.train_horizon > self.env.horizon:  # a Gymnasium env's horizon is known only now
-                self.close()
                 raise ConfigError(f"algo.train_horizon={algo.train_horizon} is invalid: must be <= the env's "
                                   f"horizon ({self.env.horizon}), which evaluation runs; null = that horizon")
             horizon = algo.train_horizon
@@ -139,11 +147,7 @@ class Trainer:
         if cfg.rollout.backend == "ray":
             from grpo_robot.ray_rollout import RaySampler
 
-            try:
-                self.sampler: GroupSampler = RaySampler(cfg, policy, self.device)
-            except BaseException:
-                self.close()
-                raise
+            self.sampler: GroupSampler = RaySampler(cfg, policy, self.device)
         else:
             if hasattr(self.env, "parallel_parts"):
                 self.env.parallel_parts = cfg.rollout.parallel_parts
@@ -431,8 +435,9 @@ class Trainer:
         if sampler is not None:
             sampler.close()
         self.env.close()
-        if self.eval_env is not self.env:
-            self.eval_env.close()
+        eval_env = getattr(self, "eval_env", self.env)  # a trainer that failed while it was built has none
+        if eval_env is not self.env:
+            eval_env.close()
 
     # -- checkpoints --------------------------------------------------------------------------------
     def state(self) -> dict[str, Any]:

@@ -460,3 +460,20 @@ def test_a_signal_that_lands_in_a_c_extensions_wait_still_stops_the_run_with_its
     assert (summary["stopped"], summary["signal"], summary["iterations"]) == ("signal", "SIGINT", 2)
     assert torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=True)["iteration"] == 2
     assert json.loads((tmp_path / "summary.json").read_text())["stopped"] == "signal"
+
+
+def test_a_trainer_that_fails_while_it_is_built_closes_what_it_started(tmp_path, monkeypatch):
+    """An error after the envs (or the Ray sampler) were made left them running: a missing
+    init_from here; a resume of another run with a local Ray, whose Ray lived on in the process."""
+    from grpo_robot import BatchedEnv
+
+    closed, close = [], BatchedEnv.close
+
+    def counted(env):
+        closed.append(env)
+        close(env)
+
+    monkeypatch.setattr(BatchedEnv, "close", counted)
+    with pytest.raises(FileNotFoundError, match="none.pt"):
+        Trainer(replace(small_config(), init_from=str(tmp_path / "none.pt")), tmp_path / "run")
+    assert len({id(env) for env in closed}) == 2  # the training env and the evaluation env
