@@ -107,14 +107,35 @@ class RolloutWorker:
         self.env.close()
 
 
+# an HTTP/2 client's connection preface and an empty SETTINGS frame: a gRPC server (Ray's GCS, a
+# Ray client server) answers with a SETTINGS frame of its own (frame type 4, the header's 4th byte)
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+
+
 def _reachable(address: str, timeout: float = 3.0) -> str | None:
-    """None when a TCP connection to `host:port` (after an optional `ray://`) opens, else why not."""
+    """None when `host:port` (after an optional `ray://`) answers as a gRPC server does, else why
+    not: ray.init on a port that takes TCP but is not Ray's (the dashboard's 8265) waited on and
+    on, printing GCS time-outs. With TLS (RAY_USE_TLS) only the connection is checked."""
     host, _, port = address.removeprefix("ray://").rpartition(":")
     try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
-            return None
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as conn:
+            if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
+                return None
+            conn.sendall(_H2_PREFACE)
+            head = b""
+            while len(head) < 9:
+                chunk = conn.recv(9 - len(head))
+                if not chunk:
+                    break
+                head += chunk
+    except TimeoutError:
+        head = b""
     except OSError as err:
         return f"{type(err).__name__}: {err.strerror or err}"
+    if len(head) == 9 and head[3] == 4:
+        return None
+    return ("the port takes connections but does not answer as Ray does (gRPC); the head's GCS port is "
+            "the one `ray start --head` prints, 6379 by default, not the dashboard's 8265")
 
 
 def connect(address: str | None, num_cpus: int | None = None) -> bool:

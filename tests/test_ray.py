@@ -223,6 +223,29 @@ def test_a_bad_ray_address_is_one_line_before_any_work(tmp_path):
     assert not (tmp_path / "run" / "checkpoints").exists()
     bad = run_main("train", "rollout.backend=ray", "ray.address=nowhere", f"hydra.run.dir={tmp_path / 'run2'}")
     assert bad.code == 2 and bad.error_lines[0].startswith("error: ray.address='nowhere' is invalid")
+    # a port that takes connections but is not Ray's (an HTTP server, as the dashboard's 8265 is): ray.init waited
+    # on it, printing GCS time-outs, for minutes
+    import http.server
+    import threading
+    import time
+
+    class Quiet(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Quiet)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        start = time.perf_counter()
+        port = server.server_address[1]
+        web = run_main("train", "rollout.backend=ray", f"ray.address=127.0.0.1:{port}", "iterations=1",
+                       f"hydra.run.dir={tmp_path / 'run3'}")  # fmt: skip
+        assert time.perf_counter() - start < 15 and web.code == 2 and len(web.error_lines) == 1, web.stderr
+        assert web.error_lines[0].startswith(f"error: ray.address='127.0.0.1:{port}': no Ray cluster answers there "
+                                             "(the port takes connections but does not answer as Ray does (gRPC)")
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def ray_processes() -> set[int]:
