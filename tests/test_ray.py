@@ -72,7 +72,9 @@ class Scalars(Hook):
         self.logged.update(scalars)
 
 
-@pytest.mark.parametrize("workers, train_horizon, replay", [(1, None, 0.0), (2, None, 0.5), (2, 12, 0.0)])
+# one worker (its slice the whole batch) is the resume test's first run too: with -m slow only (the 10-minute budget)
+@pytest.mark.parametrize("workers, train_horizon, replay",
+                         [pytest.param(1, None, 0.0, marks=pytest.mark.slow), (2, None, 0.5), (2, 12, 0.0)])
 def test_ray_gives_the_local_parameters_on_a_built_in_task(local_ray, tmp_path, workers, train_horizon, replay):
     """With a training horizon too (algo.train_horizon): each worker cuts its rollouts where the
     local sampler does; and with replayed starts (algo.start_replay), drawn where the local run draws them."""
@@ -96,7 +98,7 @@ def test_ray_gives_the_local_parameters_on_a_built_in_task(local_ray, tmp_path, 
 def test_ray_workers_reset_at_the_curriculum_difficulty(local_ray, tmp_path):
     """algo.curriculum: the workers draw the learner's easier starts (the goal's distance is in every
     observation, so starts drawn at another difficulty would give other parameters)."""
-    cfg = small_config(iterations=2, env=EnvConfig(task="PushCube"))
+    cfg = small_config(iterations=1, env=EnvConfig(task="PushCube"))
     cfg = replace(cfg, algo=replace(cfg.algo, curriculum=CurriculumConfig(start=0.3)))
     local, *_ = train(on(cfg, "local"), tmp_path / "local")
     remote, _, trainer = train(on(cfg, "ray", 2), tmp_path / "ray")
@@ -114,7 +116,7 @@ def test_ray_gives_the_local_parameters_on_a_gymnasium_env_and_the_tokenized_pol
     cfg = replace(cfg, policy=replace(cfg.policy, type="tokenized", bins=16), eval_seeds=8,
                   algo=replace(cfg.algo, groups_per_iter=4, group_size=4, noise_correlation=0.8))  # fmt: skip
     local, *_ = train(on(cfg, "local"), tmp_path / "local")
-    remote, *_ = train(on(cfg, "ray", 2), tmp_path / "ray")  # one worker: the built-in task's case above
+    remote, *_ = train(on(cfg, "ray", 2), tmp_path / "ray")  # one worker: the resume test's first run
     assert same(local, remote)
 
 
