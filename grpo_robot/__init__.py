@@ -16,11 +16,13 @@ del _name, _value
 
 from grpo_robot.machine import mujoco_gl_error  # noqa: E402
 
-if mujoco_gl_error():  # `import mujoco` (the built-in tasks) would raise with a traceback: one line instead
+_gl_error = mujoco_gl_error()
+if _gl_error:  # `import mujoco` (the built-in tasks) would raise with a traceback: one line instead
     import sys
 
-    print(f"error: {mujoco_gl_error()}", file=sys.stderr)
+    print(f"error: {_gl_error}", file=sys.stderr)
     raise SystemExit(2)
+del _gl_error
 
 from grpo_robot import envs  # noqa: E402
 

@@ -51,9 +51,9 @@ def run_row(run: Path, summary: dict, target: float) -> str:
 def commands(run: Path) -> str:
     """The run's command lines from `.hydra/overrides.yaml`, then those of the processes that
     resumed it (`.hydra/resume-<n>/`, in order), `hydra.*` overrides left out."""
-    resumes = [p for p in (run / ".hydra").glob("resume-*") if p.name[len("resume-"):].isdigit()]
+    resumes = {int(n): p for p in (run / ".hydra").glob("resume-*") if (n := p.name.removeprefix("resume-")).isdigit()}
     lines = []
-    for folder in [run / ".hydra", *sorted(resumes, key=lambda p: int(p.name[len("resume-"):]))]:
+    for folder in [run / ".hydra", *(resumes[n] for n in sorted(resumes))]:
         file = folder / "overrides.yaml"
         if file.is_file() or not lines:  # a run started from the API has none
             overrides = (yaml.safe_load(file.read_text()) if file.is_file() else None) or []
