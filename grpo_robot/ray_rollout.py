@@ -5,11 +5,12 @@ contiguous slices, one per `RolloutWorker` actor. Each worker owns an env of its
 (the same group-env backends as the local one) and a CPU copy of the policy; per draw the learner
 puts the policy's weights in the object store once and every worker loads them. A world's sampling
 noise is drawn for the whole batch from the run's stream for (seed, iteration, round) and the
-worker keeps its rows (`seeding.WorldRows`); the learner joins the slices in worker order. So
-on CPU every step the batch's mask holds, and the training run, are bit-identical to the local
-backend's for any number of workers. (Past a world's end the rows differ: locally an ended world
-is sampled on until the whole batch ends, a worker stops at its slice's end and pads with
-zeros; nothing reads them.)
+worker keeps its rows (`seeding.WorldRows`); a worker whose slice is too few rows for BLAS to
+compute them as it does in the whole batch pads its policy calls (`rollout.exact_rows`); the
+learner joins the slices in worker order. So on CPU every step the batch's mask holds, and the
+training run, are bit-identical to the local backend's for any number of workers. (Past a
+world's end the rows differ: locally an ended world is sampled on until the whole batch ends, a
+worker stops at its slice's end and pads with zeros; nothing reads them.)
 
 What travels: the config (env, policy sizes) when a worker starts, the weights per draw, the
 seeds of its slice; the batch comes back. Env objects never travel: each worker builds its own.
@@ -38,7 +39,7 @@ import torch
 
 from grpo_robot.config import ConfigError, TrainConfig, env_config_dict
 from grpo_robot.policies import Policy
-from grpo_robot.rollout import Batch, GroupSampler, RolloutError, collect, exact_settings
+from grpo_robot.rollout import Batch, GroupSampler, RolloutError, RowPadded, collect, exact_rows, exact_settings
 from grpo_robot.seeding import WorldRows, exploration, group_seeds, iteration_generator
 from grpo_robot.start_replay import start_replay
 
@@ -52,7 +53,7 @@ class RolloutWorker:
 
     def __init__(self, env: dict[str, Any], n_worlds: int, policy: dict[str, Any], threads: int,
                  final_step_outcome: bool, paths: list[str], split: int = 1,
-                 parts: tuple[bool, bool] = (True, True)) -> None:  # fmt: skip
+                 parts: tuple[bool, bool] = (True, True), rows: int | None = None) -> None:  # fmt: skip
         import sys
 
         from grpo_robot.config import env_config
@@ -72,6 +73,8 @@ class RolloutWorker:
             self.env.parallel_parts, self.env.take_turns = parts
         self.policy = build_policy(policy["type"], policy["obs_dim"], policy["action_dim"], **policy["kwargs"])
         self.policy.eval()
+        # the learner's choice (exact_rows): policy calls padded to as many rows as make them exact
+        self.sampler = self.policy if rows is None else RowPadded(self.policy, rows)
         self.final_step_outcome, self.split = final_step_outcome, split
         self.exact_split: int | None = None
 
@@ -98,8 +101,8 @@ class RolloutWorker:
         source = exploration(iteration_generator(run_seed, it, "cpu", round_=round_), noise_correlation)
         rows = WorldRows(source, start, start + len(seeds), total)
         if self.exact_split is None:  # the first draw: keep the split only where it is exact
-            self.exact_split = exact_settings(self.policy, len(seeds), self.split, None, torch.device("cpu"))[0]
-        batch = collect(self.env, self.policy, seeds, torch.device("cpu"), rows, False, self.final_step_outcome,
+            self.exact_split = exact_settings(self.sampler, len(seeds), self.split, None, torch.device("cpu"))[0]
+        batch = collect(self.env, self.sampler, seeds, torch.device("cpu"), rows, False, self.final_step_outcome,
                         self.exact_split, max_steps)  # fmt: skip
         return batch, time.perf_counter() - t0
 
@@ -185,12 +188,16 @@ class RaySampler(GroupSampler):
         spec = {"type": policy.type, "obs_dim": policy.obs_dim, "action_dim": policy.action_dim,
                 "kwargs": policy.init_kwargs()}  # fmt: skip
         threads = max(1, int(rollout.cpus_per_worker))
+        # a slice of a few rows takes other BLAS kernels than the whole batch: pad its policy calls
+        # to as many rows as give the local backend's rows (on CPU; a GPU learner differs anyway)
+        self.rows = [exact_rows(policy, self.total, a, b, threads) if device.type == "cpu" else None
+                     for a, b in self.slices]  # fmt: skip
         actor = ray.remote(RolloutWorker).options(num_cpus=rollout.cpus_per_worker,
                                                   max_restarts=rollout.max_restarts, max_task_retries=0)  # fmt: skip
         env, paths = env_config_dict(cfg.env), [os.getcwd(), *(p for p in sys.path if p)]
         parts = (rollout.parallel_parts, rollout.take_turns)
-        self.workers = [actor.remote(env, b - a, spec, threads, self.final_step_outcome, paths, rollout.split, parts)
-                        for a, b in self.slices]  # fmt: skip
+        self.workers = [actor.remote(env, b - a, spec, threads, self.final_step_outcome, paths, rollout.split, parts,
+                                     rows) for (a, b), rows in zip(self.slices, self.rows, strict=True)]  # fmt: skip
         self.failures = 0
         self.timing: dict[str, float] = {}
         start_up = max(rollout.worker_timeout_s, START_UP_S)  # imports and the env's construction

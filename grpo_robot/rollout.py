@@ -16,7 +16,7 @@ import torch
 
 from grpo_robot.environment import GroupEnv
 from grpo_robot.policies import Policy
-from grpo_robot.seeding import SharedDraws, exploration, group_seeds, iteration_generator, iteration_seeds
+from grpo_robot.seeding import PaddedRows, SharedDraws, exploration, group_seeds, iteration_generator, iteration_seeds
 from grpo_robot.start_replay import StartReplay
 
 
@@ -329,6 +329,68 @@ def exact_settings(policy: Policy, num_worlds: int, split: int, threads: int | N
     if split > 1 and not same([torch.cat(out) for out in zip(*parts, strict=True)]):
         split = 1
     return split, threads
+
+
+@torch.no_grad()
+def exact_rows(policy: Policy, total: int, start: int, stop: int, threads: int | None) -> int | None:
+    """The rows to pad a policy call on worlds `start:stop` of `total` to (`RowPadded`), with torch
+    on `threads` threads, so that its rows are those of one call on all `total` worlds with torch's
+    own threads, bit for bit: None where the call is exact unpadded, or where no padding is (a
+    rollout worker's slice of the batch). Tries the slice's own size, then 16, 32, ... rows, then
+    `total`. BLAS picks its kernels by shape (`exact_settings`), but whether two kernels round a
+    row apart depends on its values, and a rounding apart in a layer often vanishes by the outputs
+    (a tokenized policy's log-probs of one row agreed for 7 of 8 probes whose logits did not):
+    every layer's output is compared, for 4 probe batches."""
+    n = stop - start
+    generator = torch.Generator().manual_seed(0)
+    probes = [torch.randn((total, policy.obs_dim), generator=generator) for _ in range(4)]
+    references = [[t[start:stop] if t.dim() and t.shape[0] == total else t for t in _traced(policy, policy, probe)]
+                  for probe in probes]  # fmt: skip
+    candidates = [n, *(2**k for k in range(4, max(total - 1, 1).bit_length()) if n < 2**k < total), total]
+    for rows in dict.fromkeys(candidates):
+        with torch_threads(threads):
+            traces = [_traced(policy, RowPadded(policy, rows), probe[start:stop]) for probe in probes]
+        padded = [[t[:n] if t.dim() and t.shape[0] == rows else t for t in trace] for trace in traces]
+        if all(_equal(trace, ref) for trace, ref in zip(padded, references, strict=True)):
+            return None if rows == n else rows
+    return None
+
+
+def _equal(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
+    return len(a) == len(b) and all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+def _traced(policy: Policy, sampler, obs: torch.Tensor) -> list[torch.Tensor]:
+    """`sampler.sample(obs, None, True)`'s outputs, then the output of every module of `policy`
+    that ran, in order."""
+    seen: list[torch.Tensor] = []
+    handles = [m.register_forward_hook(lambda _m, _a, out: seen.append(out) if torch.is_tensor(out) else None)
+               for m in policy.modules()]  # fmt: skip
+    try:
+        outputs = list(sampler.sample(obs, None, True))
+    finally:
+        for handle in handles:
+            handle.remove()
+    return outputs + seen
+
+
+class RowPadded:
+    """`policy` whose `sample` runs on at least `rows` rows: a call on fewer observations is
+    padded with zero rows (their noise zeros too, `seeding.PaddedRows`) and gives back its own
+    rows. Each row of a policy call is computed on its own, so padding changes only which kernel
+    computes them (`exact_rows`)."""
+
+    def __init__(self, policy: Policy, rows: int) -> None:
+        self.policy, self.rows = policy, rows
+        self.obs_dim = policy.obs_dim
+
+    def sample(self, obs: torch.Tensor, generator=None, deterministic: bool = False):
+        n = obs.shape[0]
+        if n >= self.rows:
+            return self.policy.sample(obs, generator, deterministic)
+        padded = torch.cat([obs, obs.new_zeros((self.rows - n, *obs.shape[1:]))])
+        source = None if generator is None else PaddedRows(generator, n, self.rows)
+        return tuple(out[:n] for out in self.policy.sample(padded, source, deterministic))
 
 
 @contextmanager

@@ -225,6 +225,21 @@ class _SharedRows(WorldRows):
         return full[self.start : self.stop]
 
 
+class PaddedRows(WorldRows):
+    """A source's draws for its `n` worlds, padded with zero rows to `rows`: the noise of a policy
+    call padded to more rows than it has worlds (`rollout.RowPadded`), the real rows first."""
+
+    def __init__(self, source: NoiseSource, n: int, rows: int) -> None:
+        super().__init__(None, 0, rows, rows)
+        self.source, self.n = source, n
+
+    def _draw(self, fn, shape: Sequence[int], **kwargs) -> torch.Tensor:
+        if shape[0] != self.stop:
+            raise ValueError(f"a draw for {shape[0]} rows from a source padded to {self.stop}")
+        real = (normal if fn is torch.randn else uniform)(self.source, (self.n, *shape[1:]), **kwargs)
+        return torch.cat([real, real.new_zeros((self.stop - self.n, *real.shape[1:]))])
+
+
 # what a policy's `sample` takes as its noise
 NoiseSource = torch.Generator | WorldRows | CorrelatedDraws | SeedStreams | None
 _DRAWS = (WorldRows, CorrelatedDraws, SeedStreams)  # sources that draw by themselves
@@ -251,6 +266,8 @@ def correlated(generator: NoiseSource) -> bool:
             return True
         if isinstance(generator, _SharedRows):
             generator = generator.source.generator
+        elif isinstance(generator, PaddedRows):
+            generator = generator.source
         elif isinstance(generator, WorldRows):
             generator = generator.generator
         else:

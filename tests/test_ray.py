@@ -73,14 +73,18 @@ class Scalars(Hook):
 
 
 # one worker (its slice the whole batch) is the resume test's first run too: with -m slow only (the 10-minute budget)
-@pytest.mark.parametrize("workers, train_horizon, replay",
-                         [pytest.param(1, None, 0.0, marks=pytest.mark.slow), (2, None, 0.5), (2, 12, 0.0)])
-def test_ray_gives_the_local_parameters_on_a_built_in_task(local_ray, tmp_path, workers, train_horizon, replay):
+@pytest.mark.parametrize("workers, train_horizon, replay, groups",
+                         [pytest.param(1, None, 0.0, (16, 8), marks=pytest.mark.slow), (2, None, 0.5, (16, 8)),
+                          (2, 12, 0.0, (2, 2))])  # fmt: skip
+def test_ray_gives_the_local_parameters_on_a_built_in_task(local_ray, tmp_path, workers, train_horizon, replay,
+                                                          groups):  # fmt: skip
     """With a training horizon too (algo.train_horizon): each worker cuts its rollouts where the
-    local sampler does; and with replayed starts (algo.start_replay), drawn where the local run draws them."""
+    local sampler does; and with replayed starts (algo.start_replay), drawn where the local run draws them.
+    2 groups of 2 give each worker 2 rows, which BLAS computes with other kernels than the whole
+    batch's 4 on the CPUs measured here: the workers pad their policy calls (rollout.exact_rows)."""
     cfg = small_config(iterations=3 if replay else 2)
-    cfg = replace(cfg, algo=replace(cfg.algo, train_horizon=train_horizon,
-                                    start_replay=StartReplayConfig(fraction=replay)))  # fmt: skip
+    cfg = replace(cfg, algo=replace(cfg.algo, train_horizon=train_horizon, groups_per_iter=groups[0],
+                                    group_size=groups[1], start_replay=StartReplayConfig(fraction=replay)))  # fmt: skip
     local, summary, local_trainer = train(on(cfg, "local"), tmp_path / "local")
     if train_horizon is not None:  # the cut took effect: no training world ran past it
         assert summary["env_steps"] <= cfg.iterations * cfg.algo.group_size * cfg.algo.groups_per_iter * train_horizon

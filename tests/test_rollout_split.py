@@ -23,7 +23,7 @@ from grpo_robot.config.validate import ConfigError, validate
 from grpo_robot.envs import TASKS, make_task
 from grpo_robot.envs.task import FULLPHYSICS
 from grpo_robot.policies import build_policy
-from grpo_robot.rollout import collect, exact_settings, split_bounds, torch_threads
+from grpo_robot.rollout import RowPadded, collect, exact_rows, exact_settings, split_bounds, torch_threads
 from grpo_robot.seeding import (
     CorrelatedDraws,
     SharedDraws,
@@ -210,6 +210,37 @@ def test_a_split_that_would_change_the_numbers_is_dropped():
     narrow = build_policy("gaussian", 30, 4, hidden_sizes=[128, 128])
     assert exact_settings(narrow, 512, 2, 1, torch.device("cpu")) == (2, 1)
     assert exact_settings(narrow, 512, 1, None, torch.device("cpu")) == (1, None)
+
+
+def test_a_few_rows_padded_as_exact_rows_says_give_the_whole_batchs_rows():
+    """A rollout worker's slice of a few rows (1-10 of a 64-wide MLP's, on the CPUs measured here)
+    takes other BLAS kernels than the whole batch; padded to the rows `exact_rows` picks, a
+    slice's sampled calls give the whole batch's rows bit for bit, noise included. A policy
+    whose output depends on its row count needs the whole batch's rows on any CPU."""
+    from grpo_robot.policies.gaussian import GaussianPolicy
+
+    class RowCountDependent(GaussianPolicy):
+        def sample(self, obs, generator=None, deterministic=False):
+            raw, action, logp = super().sample(obs, generator, deterministic)
+            return raw + 1e-6 * obs.shape[0], action, logp
+
+    torch.manual_seed(0)
+    total = 16
+    probe = torch.randn((total, 13), generator=torch.Generator().manual_seed(1))
+    policies = [build_policy("gaussian", 13, 3, hidden_sizes=[64, 64]), RowCountDependent(13, 3, hidden_sizes=[64]),
+                build_policy("tokenized", 13, 3, hidden_sizes=[64, 64], bins=16)]
+    for policy in policies:
+        whole = policy.sample(probe, iteration_generator(0, 1, "cpu"))
+        for a, b in ((0, 1), (2, 4), (4, 8), (13, 16), (0, 16)):
+            rows = exact_rows(policy, total, a, b, 1)
+            sampler = policy if rows is None else RowPadded(policy, rows)
+            with torch_threads(1):
+                part = sampler.sample(probe[a:b], WorldRows(iteration_generator(0, 1, "cpu"), a, b, total))
+            assert all(torch.equal(x[a:b], y) for x, y in zip(whole, part, strict=True)), (policy.type, a, b, rows)
+            if (a, b) == (0, 16):
+                assert rows is None
+            elif isinstance(policy, RowCountDependent):
+                assert rows == total
 
 
 def test_training_with_any_split_and_thread_setting_gives_the_same_parameters(tmp_path):
