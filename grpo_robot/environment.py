@@ -96,6 +96,8 @@ def env_identity(cfg: EnvConfig | dict, env: GroupEnv | None = None) -> dict[str
         if env is not None and getattr(env, "obs_keys", None) is not None:
             obs_keys = env.obs_keys  # the keys actually used (null in the config = all of them)
         ident = {key: get(key), "kwargs": _plain(kwargs), "obs_keys": None if obs_keys is None else list(obs_keys)}
+        if key == "id" and registered_entry_point(get("id")):  # the class it makes: the same env by either name
+            ident["entry_point"] = registered_entry_point(get("id"))
     if env is not None:
         ident.update(obs_dim=int(env.obs_dim), action_dim=int(env.action_dim))
     return ident
@@ -127,17 +129,65 @@ def describe_identity(ident: dict[str, Any]) -> str:
     return f"{name} ({', '.join(details)})" if details else name
 
 
+def registered_entry_point(env_id: str | None) -> str | None:
+    """`module:Class` that Gymnasium's registry makes for `env_id` (as registered in this process:
+    by gymnasium itself, or by a module imported so far), or None."""
+    if not env_id:
+        return None
+    import gymnasium
+
+    spec = gymnasium.registry.get(env_id)
+    entry = None if spec is None else spec.entry_point
+    if callable(entry):
+        return f"{entry.__module__}:{entry.__qualname__}"
+    return entry if isinstance(entry, str) and entry else None
+
+
+def _made_with(ident: dict[str, Any]) -> dict[str, Any]:
+    """The kwargs a Gymnasium env is made with: the config's over, for an id, its registration's
+    defaults, and for an entry point, its signature's (where it imports)."""
+    import inspect
+
+    import gymnasium
+
+    if ident.get("id"):
+        spec = gymnasium.registry.get(ident["id"])
+        defaults = dict(spec.kwargs) if spec is not None else {}
+    else:
+        try:
+            from grpo_robot.gym_vector import load_callable
+
+            parameters = inspect.signature(load_callable(ident["entry_point"], "env.entry_point")).parameters.values()
+        except Exception:  # noqa: BLE001  (not importable here, or no signature: its own kwargs only)
+            parameters = []
+        defaults = {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
+    defaults = {k: v for k, v in defaults.items() if k not in IGNORED_KWARGS}
+    return {**_plain(defaults), **(ident.get("kwargs") or {})}
+
+
 def identity_mismatch(theirs: dict[str, Any], mine: dict[str, Any]) -> str | None:
     """The first fact in which `theirs` (a dataset's or a checkpoint's env) differs from `mine`
     (the configured env), or None. Facts only one side records are not compared (an outside
-    dataset may not record kwargs), and of the kwargs only the keys both sides set."""
-    for key in ("task", "version", "id", "entry_point", "obs_keys", "obs_dim", "action_dim"):
+    dataset may not record kwargs), and of the kwargs only the keys both sides set. A Gymnasium
+    env named by its id on one side and by its entry point on the other is the same env where the
+    id's registered entry point is that one."""
+    if (theirs.get("task") or mine.get("task")) and theirs.get("task") != mine.get("task"):
+        return "task"
+    ids = theirs.get("id"), mine.get("id")
+    if all(ids):
+        if ids[0] != ids[1]:
+            return "id"
+    elif any(ids) or theirs.get("entry_point") or mine.get("entry_point"):
+        a, b = (side.get("entry_point") or registered_entry_point(side.get("id")) for side in (theirs, mine))
+        if not (a and b):
+            return "id" if any(ids) else "entry_point"
+        if a != b:
+            return "entry_point"
+    for key in ("version", "obs_keys", "obs_dim", "action_dim"):
         a, b = theirs.get(key), mine.get(key)
-        if key in ("task", "id", "entry_point") and (a or b) and a != b:
+        if a is not None and b is not None and a != b:
             return key
-        if key not in ("task", "id", "entry_point") and a is not None and b is not None and a != b:
-            return key
-    a, b = theirs.get("kwargs") or {}, mine.get("kwargs") or {}
+    a, b = (_made_with(side) if any(ids) and not all(ids) else side.get("kwargs") or {} for side in (theirs, mine))
     for key in sorted(set(a) & set(b)):
         if a[key] != b[key]:
             return f"kwargs.{key}"

@@ -183,6 +183,35 @@ def test_expert_demos_keep_successes_map_actions_and_replay(tmp_path):
     env.close()
 
 
+def test_a_gymnasium_env_by_its_id_or_by_its_entry_point_is_the_same_env(tmp_path):
+    """A dataset recorded on an env named by its registered id fits a config that names its entry
+    point (and back), with the registration's kwargs as that env's defaults; another class, or
+    another value of a registered kwarg, is still refused."""
+    import gymnasium
+
+    if "ToyPointReach-v0" not in gymnasium.registry:
+        gymnasium.register("ToyPointReach-v0", entry_point="toy_envs:PointReach", kwargs={"tolerance": 0.2})
+    by_id = EnvConfig(task=None, id="ToyPointReach-v0", horizon=40)
+    data, _ = collect_expert_demos(by_id, "toy_envs:half_expert", 3, noise=0.0, seed=2)
+    assert data.env["id"] == "ToyPointReach-v0" and data.env["entry_point"] == "toy_envs:PointReach"
+    back = DemoDataset.load(data.save(tmp_path / "demos.npz"))
+    same = toy("PointReach", kwargs={"tolerance": 0.2})
+    env = GymGroupEnv(same, 1)
+    back.check_compatible(same, env)
+    by_entry, _ = collect_expert_demos(same, "toy_envs:half_expert", 3, noise=0.0, seed=2)
+    id_env = GymGroupEnv(by_id, 1)
+    by_entry.check_compatible(by_id, id_env)  # and back
+    for other, key in ((toy("PointReach", kwargs={"tolerance": 0.1}), "kwargs.tolerance"),
+                       (toy("GlobalRandomReach"), "entry_point")):  # fmt: skip
+        with pytest.raises(ValueError, match=rf"is for ToyPointReach-v0 .* but the config has "
+                                             rf"{other.entry_point} .*\(they differ in {key}\)"):  # fmt: skip
+            back.check_compatible(other, env)
+    with pytest.raises(ValueError, match=r"\(they differ in kwargs.tolerance\)"):
+        collect_expert_demos(toy("PointReach"), "toy_envs:half_expert", 3, seed=2)[0].check_compatible(by_id, id_env)
+    env.close()
+    id_env.close()
+
+
 def test_final_step_expert_demos_replay_as_training_judges_them():
     data, stats = collect_expert_demos(toy("PointReach", horizon=10, outcome="final_step"), "toy_envs:point_expert", 3)
     assert stats.kept == 3 and (data.lengths == 10).all() and data.env_config["outcome"] == "final_step"
