@@ -468,7 +468,8 @@ def policy_from_record(record: dict[str, Any], device: str | torch.device = "cpu
 
 
 # architecture keys that must match between an init_from checkpoint and the config; the
-# others (temperature, init_std) are sampling settings or superseded by the loaded weights
+# others (temperature, init_std) are sampling settings: a clone takes the config's init_std, a
+# trained policy keeps its learned std (initial_policy_weights)
 ARCHITECTURE_KEYS = ("hidden_sizes", "activation", "obs_norm", "state_dependent_std", "squash", "bins", "head",
                      "embed_dim", "learn_temperature", "bin_logits")  # fmt: skip
 
@@ -485,13 +486,27 @@ def _full_kwargs(kind: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     return {**{k: v for k, v in defaults.items() if k not in ("obs_dim", "action_dim")}, **kwargs}
 
 
-def initial_policy_weights(path: str, cfg, env, device: torch.device) -> dict[str, torch.Tensor]:
+def initial_policy_weights(path: str, cfg, env, device: torch.device,
+                           policy: Policy | None = None) -> dict[str, torch.Tensor]:  # fmt: skip
     """The state_dict of the policy in checkpoint `path` (a BC or training checkpoint), after
     checking that it fits the `TrainConfig` `cfg` and `env` (name, obs_dim, action_dim); a mismatch
-    raises `ValueError` naming both sides."""
+    raises `ValueError` naming both sides. With `policy` (built from `cfg`): a clone whose std
+    cloning kept as it was built (`bc.learn_std=false`, the default) takes `policy`'s std
+    parameters (`policy.init_std`), since they are a sampling setting of the clone, not learned;
+    a training checkpoint, or a clone that learned its std, keeps its own."""
     ckpt = load(path, map_location=device, purpose="init_from")
     _check_fit(ckpt, cfg, f"init_from={path!s}", env)
-    return ckpt["policy"]["state_dict"]
+    weights = dict(ckpt["policy"]["state_dict"])
+    if policy is not None and clone_kept_its_std(ckpt):
+        names = {id(p): name for name, p in policy.named_parameters()}
+        weights.update({names[id(p)]: p.detach().clone() for p in policy.std_parameters()})
+    return weights
+
+
+def clone_kept_its_std(ckpt: dict[str, Any]) -> bool:
+    """Whether `ckpt` is a behaviour clone whose std parameters cloning did not train."""
+    bc = (ckpt.get("config") or {}).get("bc") or {}
+    return is_bc(ckpt) and not bc.get("learn_std", False)
 
 
 def check_init_from(cfg) -> None:

@@ -124,7 +124,7 @@ class Trainer:
         # a resumed run takes its weights from its checkpoint: the files it started from need not exist now
         if cfg.init_from and not cfg.resume:
             self.pretrained = {"source": str(checkpoint.resolve(cfg.init_from))}
-            policy.load_state_dict(checkpoint.initial_policy_weights(cfg.init_from, cfg, self.env, self.device))
+            policy.load_state_dict(checkpoint.initial_policy_weights(cfg.init_from, cfg, self.env, self.device, policy))
         self.update_obs_norm = cfg.obs_norm_updates
         if self.update_obs_norm is None:  # a pretrained policy keeps the inputs it was trained on
             self.update_obs_norm = not (cfg.init_from or cfg.pretrain)

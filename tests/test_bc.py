@@ -228,6 +228,34 @@ def test_init_from_loads_exactly_and_the_reference_is_the_clone(tmp_path):
         assert torch.equal(trainer.learner.reference.state_dict()[name].cpu(), value)
 
 
+def test_a_clone_takes_the_runs_init_std_unless_its_std_was_learned(tmp_path):
+    """Cloning keeps the std as built (bc.learn_std=false): a sampling setting of the clone, so a
+    run from it explores with its own policy.init_std, as `pretrain=true` does. A clone that
+    learned its std, and a training checkpoint, keep theirs."""
+    path, clone = make_bc_checkpoint(tmp_path)  # built with std 0.5
+    data, _ = collect_demos("Reach", 4)
+    learned = build_policy("gaussian", data.obs_dim, data.action_dim, hidden_sizes=[64, 64])
+    result = behaviour_clone(learned, data, BCConfig(max_steps=300, learn_std=True))
+    learned_cfg = TrainConfig(env=EnvConfig(task="Reach"), policy=PolicyConfig(hidden_sizes=[64, 64]),
+                              bc=BCConfig(learn_std=True))  # fmt: skip
+    learned_path = tmp_path / "learned.pt"
+    checkpoint.save_atomic(checkpoint_from_bc(learned, learned_cfg, "demos.npz", result), learned_path)
+    policy = PolicyConfig(hidden_sizes=[64, 64], init_std=0.05)
+    trained = Trainer(small_config(policy=replace(policy, init_std=0.2), iterations=1), tmp_path / "trained")
+    trained.run()
+    trained.close()
+    last = tmp_path / "trained" / "checkpoints" / "last.pt"
+    for source, std in ((path, torch.full((4,), 0.05)), (learned_path, learned.log_std.detach().exp()),
+                        (last, trained.policy.log_std.detach().exp())):  # fmt: skip
+        trainer = Trainer(small_config(init_from=str(source), policy=policy), tmp_path / f"from_{source.stem}")
+        torch.testing.assert_close(trainer.policy.log_std.detach().exp(), std)
+        if source == path:  # the rest is the clone's
+            assert all(torch.equal(v, clone.state_dict()[k]) for k, v in trainer.policy.state_dict().items()
+                       if k != "log_std")  # fmt: skip
+        trainer.close()
+    assert not torch.allclose(learned.log_std.exp(), torch.full((4,), 0.5))  # it did learn
+
+
 def test_a_clone_evaluates_like_the_policy_it_was_saved_from(tmp_path):
     path, clone = make_bc_checkpoint(tmp_path, "Reach")
     loaded = checkpoint.policy_from_record(checkpoint.load(path)["policy"])
