@@ -178,10 +178,16 @@ def _evaluate(cfg: DictConfig) -> None:
         env = make_eval_env(train_cfg, cfg.n_seeds)
     except (ValueError, FileNotFoundError) as err:
         _fail(str(err))
-    result = evaluate(env, policy, eval_seeds(cfg.n_seeds, cfg.seeds), device, cfg.deterministic,
-                      stream_seed(cfg.seed, 0, STREAM_EVAL), train_cfg.env.outcome == "final_step")  # fmt: skip
+    from grpo_robot.gym_vector import EnvFailure
+
+    try:
+        result = evaluate(env, policy, eval_seeds(cfg.n_seeds, cfg.seeds), device, cfg.deterministic,
+                          stream_seed(cfg.seed, 0, STREAM_EVAL), train_cfg.env.outcome == "final_step")  # fmt: skip
+    except EnvFailure as err:  # every world of a chunk failed: nothing to score
+        _fail(str(err), code=1)
+    finally:
+        env.close()
     mode, output, folder = eval_outputs(cfg, path)
-    env.close()
     task = getattr(env, "task_id", env.name)  # a built-in task's version (PushCube-v2); a Gymnasium id as it is
     # which state of the checkpoint was measured: a later save to the same name (a resumed run's) is another
     record = {"checkpoint": str(path.resolve()), "iteration": int(ckpt.get("iteration") or 0),
@@ -226,6 +232,7 @@ def _film(cfg: DictConfig, train_cfg, policy, result, device, folder: Path) -> N
     """`video=N`: N of the evaluated seeds (successes and failures) played again and filmed."""
     from grpo_robot import video
     from grpo_robot.checkpoint import WriteError
+    from grpo_robot.gym_vector import EnvFailure
 
     seeds = video.pick_seeds(result, cfg.video, cfg.video_outcomes)
     if not len(seeds):
@@ -240,6 +247,8 @@ def _film(cfg: DictConfig, train_cfg, policy, result, device, folder: Path) -> N
                                                  cfg.deterministic, train_cfg.env.outcome == "final_step")  # fmt: skip
     except OSError as err:  # WriteError names the file; a folder that cannot be made is named here
         _fail(str(err if isinstance(err, WriteError) else WriteError(folder, err)), code=1)
+    except EnvFailure as err:  # a world that stopped rendering (or stepping) while filmed
+        _fail(f"videos: {err}", code=1)
     finally:
         env.close()
     wins = sum(e.success for e in episodes)
@@ -344,13 +353,19 @@ def _pretrain_bc(cfg: DictConfig) -> None:
         f"behaviour cloning on {result.train_episodes} episodes ({result.val_episodes} held out): "
         f"{score} {result.best_val_score:.4f} at step {result.best_step} of {result.steps}, {result.seconds:.1f} s"
     )
-    evaluation = None
+    from grpo_robot.gym_vector import EnvFailure
+
+    evaluation, failed = None, None
     if cfg.eval_seeds > 0:
         eval_env = make_eval_env(train_cfg, cfg.eval_seeds)
-        evaluation = evaluate(eval_env, policy, eval_seeds(cfg.eval_seeds), device, True, None,
-                              env_cfg.outcome == "final_step")  # fmt: skip
-        print(f"{eval_env.name}, deterministic, on {cfg.eval_seeds} held-out seeds: {evaluation.summary()}")
-        eval_env.close()
+        try:
+            evaluation = evaluate(eval_env, policy, eval_seeds(cfg.eval_seeds), device, True, None,
+                                  env_cfg.outcome == "final_step")  # fmt: skip
+            print(f"{eval_env.name}, deterministic, on {cfg.eval_seeds} held-out seeds: {evaluation.summary()}")
+        except EnvFailure as err:  # the clone is saved all the same, without an evaluation
+            failed = str(err)
+        finally:
+            eval_env.close()
     env.close()
     dataset = Path(str(cfg.dataset).rstrip("/"))
     if dataset.is_file():  # next to the file; for a dataset directory or id, in the working directory
@@ -364,6 +379,8 @@ def _pretrain_bc(cfg: DictConfig) -> None:
     except (OSError, ValueError) as err:  # a full disk, or a clone with non-finite weights
         _fail(str(err), code=1)
     print(f"checkpoint: {output}")
+    if failed is not None:
+        _fail(f"the held-out evaluation failed: {failed}; the clone is saved without one: {output}", code=1)
 
 
 def compose_train_config(*overrides: str):

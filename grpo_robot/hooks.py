@@ -25,6 +25,7 @@ trainer writes it into every checkpoint (keyed by the hook's class name) and han
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -36,6 +37,8 @@ from grpo_robot.evaluation import EvalResult
 if TYPE_CHECKING:
     from grpo_robot.trainer import Trainer
     from grpo_robot.video import Clip
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -322,6 +325,14 @@ class Videos(Hook):
         self.every, self.episodes, self.render, self.eval_every = (cfg.video_every, cfg.video_episodes,
                                                                    cfg.render, cfg.eval_every)  # fmt: skip
         self.env = None
+        self.failed: str | None = None  # why filming stopped for the rest of the run
+
+    def on_begin(self, trainer: Trainer) -> None:
+        """The filming env is built, and renders a frame, before any work: an env that cannot
+        render is one line now, not after the training it would have ended."""
+        from grpo_robot import video
+
+        self.env = video.make_video_env(trainer.cfg, self.episodes)
 
     def on_start(self, trainer: Trainer) -> None:
         if trainer.iteration == 0 and trainer.last_eval is not None:  # the starting policy was evaluated
@@ -332,21 +343,36 @@ class Videos(Hook):
             self.film(trainer, record.evaluation)
 
     def film(self, trainer: Trainer, result: EvalResult) -> None:
+        """Films of `result`'s seeds. Where the env fails to render mid-run (it rendered when the
+        run began), the videos stop with a warning and the training goes on: they are optional."""
         import time
 
         from grpo_robot import video
+        from grpo_robot.gym_vector import EnvFailure
 
+        if self.failed is not None:
+            return
         start, cfg = time.perf_counter(), trainer.cfg
         seeds = video.pick_seeds(result, self.episodes)
-        if self.env is None:
-            self.env = video.make_video_env(cfg, len(seeds))
-        folder = trainer.run_dir / "videos" / f"iter_{trainer.iteration:06d}"
-        episodes, files, fps = video.film_evaluated(self.env, trainer.policy, result, seeds, trainer.device,
-                                                    self.render, folder, cfg.eval_deterministic,
-                                                    cfg.env.outcome == "final_step")  # fmt: skip
+        try:
+            if self.env is None:
+                self.env = video.make_video_env(cfg, len(seeds))
+            folder = trainer.run_dir / "videos" / f"iter_{trainer.iteration:06d}"
+            episodes, files, fps = video.film_evaluated(self.env, trainer.policy, result, seeds, trainer.device,
+                                                        self.render, folder, cfg.eval_deterministic,
+                                                        cfg.env.outcome == "final_step")  # fmt: skip
+        except WriteError:
+            raise  # the run directory cannot be written: the checkpoints cannot either
+        except (EnvFailure, ValueError) as err:
+            self.failed = str(err)
+            log.warning("videos: %s; no more videos in this run (iteration %d), which trains on", err,
+                        trainer.iteration)  # fmt: skip
+            self.close()
+            return
+        finally:
+            trainer.eval_seconds += time.perf_counter() - start
         trainer.log_video(video.Clip("videos/eval", video.tile([e.labelled() for e in episodes]), fps, files),
                           trainer.env_steps)  # fmt: skip
-        trainer.eval_seconds += time.perf_counter() - start
 
     def close(self) -> None:
         if self.env is not None:

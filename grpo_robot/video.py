@@ -104,11 +104,22 @@ GYM_WORLDS = 4  # Gymnasium envs built at once to film (each world is its own en
 def make_video_env(cfg: TrainConfig, episodes: int) -> GroupEnv:
     """Worlds of the run's env that can render, to film `episodes` at a time (at most
     `GYM_WORLDS` of a Gymnasium env). Chooses the OpenGL platform first (`RenderError` when none
-    works), since robosuite fixes it when first imported."""
+    works), since robosuite fixes it when first imported. A Gymnasium env renders one frame here,
+    so that one whose `render()` gives no RGB frame is a one-line `ValueError` before any filming."""
+    from grpo_robot.gym_vector import EnvFailure
     from grpo_robot.render import gl_backend
+    from grpo_robot.seeding import eval_seeds
 
     gl_backend()
-    return make_env(render_env_config(cfg.env), episodes if cfg.env.task else min(episodes, GYM_WORLDS))
+    env = make_env(render_env_config(cfg.env), episodes if cfg.env.task else min(episodes, GYM_WORLDS))
+    if not cfg.env.task:
+        try:
+            env.reset(np.repeat(eval_seeds(1), env.num_worlds))
+            env.render([0])
+        except EnvFailure as err:
+            env.close()
+            raise ValueError(f"video: {err}") from None
+    return env
 
 
 def pick_seeds(result: EvalResult, n: int, outcomes: str = "both") -> np.ndarray:

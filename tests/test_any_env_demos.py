@@ -9,6 +9,7 @@ import h5py
 import numpy as np
 import pytest
 
+from grpo_robot import checkpoint
 from grpo_robot.config import AlgoConfig, BCConfig, DemoConfig, EnvConfig, PolicyConfig, TrainConfig
 from grpo_robot.datasets import load_demos
 from grpo_robot.demos import DatasetError, DemoDataset, collect_expert_demos, replay
@@ -455,6 +456,25 @@ def test_collect_and_pretrain_scripts_take_any_env(tmp_path, capsys, monkeypatch
             getattr(cli, f"_{config}")(compose(config, *overrides))
         assert code.value.code == 2 and message in capsys.readouterr().err
     assert not (tmp_path / "demos").exists() and not (tmp_path / "run").exists()  # nothing written on a refusal
+
+
+def test_a_failing_evaluation_keeps_the_clone_and_is_one_line(tmp_path):
+    """`pretrain_bc.py`: an env whose every world fails on the evaluation seeds lost the trained
+    clone with a traceback; now the clone is saved first. `evaluate.py` on it: one line, exit 1."""
+    from cli_harness import run_main
+
+    env = ["env=gym", "env.entry_point=toy_envs:EvalSeedsNaN", "env.horizon=30"]
+    demos, bc = tmp_path / "d.npz", tmp_path / "bc.pt"
+    out = run_main("collect_demos", *env, "demos.expert=toy_envs:point_expert", "demos.episodes=3", f"output={demos}")
+    assert out.code == 0, out.stderr
+    out = run_main("pretrain_bc", f"dataset={demos}", "bc.max_steps=20", "eval_seeds=4", f"output={bc}")
+    assert out.code == 1 and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.strip().splitlines()[-1].startswith("error: the held-out evaluation failed: ") and \
+        out.stderr.strip().endswith(f"the clone is saved without one: {bc}")  # fmt: skip
+    assert checkpoint.load(bc, purpose="evaluate")["eval"] is None
+    out = run_main("evaluate", f"checkpoint={bc}", "n_seeds=4")
+    assert out.code == 1 and "Traceback" not in out.stderr, out.stderr
+    assert "every one of the 4 worlds failed" in out.stderr.strip().splitlines()[-1], out.stderr
 
 
 def test_custom_envs_demonstrations_section_runs_as_written(tmp_path, monkeypatch, capsys):

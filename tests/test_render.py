@@ -22,7 +22,7 @@ from toy_envs import PointReach
 
 from grpo_robot import render, video
 from grpo_robot.batched import BatchedEnv
-from grpo_robot.config import EnvConfig, RenderConfig
+from grpo_robot.config import AlgoConfig, EnvConfig, RenderConfig
 from grpo_robot.evaluation import EvalResult
 from grpo_robot.gym_vector import GymGroupEnv
 from grpo_robot.trainer import Trainer
@@ -446,6 +446,39 @@ def test_evaluate_films_a_gymnasium_env_through_its_own_render(tmp_path, vector)
         seed = int(path.name.split("_seed")[1].split("_")[0])
         frames = np.stack(list(iio.imiter(path, plugin="FFMPEG")))
         assert frames.shape == (steps[seed] + 1, 240, 320, 3) and frames.std() > 10  # TaskEnv's own 320x240
+
+
+def test_an_env_whose_render_gives_no_frame_or_stops_rendering_costs_no_training(tmp_path, caplog):
+    """render() that gives no frame: one line before any training (a frame is rendered when the
+    run begins). render() that stops working mid-run: the videos stop with a warning and the run
+    trains to its end; `scripts/evaluate.py video=N` then fails in one line."""
+    def cfg(**kwargs):
+        env = EnvConfig(task=None, entry_point="toy_envs:Renders", horizon=10, kwargs=kwargs)
+        return small_config(env=env, iterations=3, eval_every=1, eval_seeds=4, video_every=1, video_episodes=2,
+                            algo=AlgoConfig(group_size=2, groups_per_iter=2, minibatches=1))  # fmt: skip
+
+    trainer = Trainer(cfg(frames=0), tmp_path / "none")
+    with pytest.raises(ValueError, match=r"^video: toy_envs:Renders: world 0 \(seed \d+\) could not render: "
+                                         r"render\(\) returned"):  # fmt: skip
+        trainer.run()
+    trainer.close()
+    assert not (tmp_path / "none" / "checkpoints").exists()
+    trainer = Trainer(cfg(frames=12), tmp_path / "stops")  # the probe's frame, then the first film's 11
+    with caplog.at_level("WARNING"):
+        summary = trainer.run()
+    trainer.close()
+    assert summary["stopped"] == "iterations" and summary["iterations"] == 3, summary
+    assert len(list((tmp_path / "stops" / "videos").glob("iter_*/*.mp4"))) >= 1  # filmed before it broke
+    warned = [r.getMessage() for r in caplog.records if "no more videos" in r.getMessage()]
+    assert len(warned) == 1 and "GL context lost" in warned[0], warned
+    trainer = Trainer(replace(cfg(frames=3), video_every=0, iterations=1), tmp_path / "evaluated")
+    trainer.run()
+    trainer.close()
+    out = run_main("evaluate", f"checkpoint={tmp_path / 'evaluated'}", "n_seeds=4", "video=2",
+                   f"video_dir={tmp_path / 'v'}")  # fmt: skip
+    assert out.code == 1 and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.strip().splitlines()[-1].startswith("error: videos: toy_envs:Renders") and \
+        "GL context lost" in out.stderr  # fmt: skip
 
 
 def test_a_misspelled_mujoco_gl_is_one_line_before_mujoco_loads(monkeypatch):

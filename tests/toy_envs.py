@@ -550,3 +550,37 @@ class HalfBounded(PointReach):
 def wrapped_point(**kwargs):
     """An entry point that returns its env inside its own TimeLimit (no spec)."""
     return gym.wrappers.TimeLimit(PointReach(**kwargs), max_episode_steps=7)
+
+
+class EvalSeedsNaN(PointReach):
+    """Non-finite observations from the reset on the held-out evaluation seeds (1e9 <= seed < 2e9):
+    demonstrations and training work, every evaluation fails."""
+
+    def reset(self, *, seed=None, options=None):
+        self.poison = seed is not None and 1_000_000_000 <= seed < 2_000_000_000
+        return super().reset(seed=seed, options=options)
+
+    def _obs(self):
+        obs = super()._obs()
+        return obs * np.nan if getattr(self, "poison", False) else obs
+
+
+class Renders(PointReach):
+    """Renders a 16x16 frame, for `frames` calls of `render` per instance (None: always); after
+    them `render` raises, as a lost GL context would. `frames=0`: `render` returns None."""
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 25}
+
+    def __init__(self, render_mode=None, frames: int | None = None, **kwargs):
+        super().__init__(**kwargs)
+        self.render_mode, self.frames, self.rendered = render_mode, frames, 0
+
+    def render(self):
+        if self.frames == 0:
+            return None
+        self.rendered += 1
+        if self.frames is not None and self.rendered > self.frames:
+            raise RuntimeError("GL context lost")
+        frame = np.zeros((16, 16, 3), np.uint8)
+        frame[..., 0] = int(255 * min(abs(self.pos[0]), 1.0))
+        return frame
