@@ -523,23 +523,32 @@ def check_init_from(cfg) -> None:
 def _check_fit(ckpt: dict[str, Any], cfg, where: str, env=None) -> None:
     """An `init_from` checkpoint's fit to `cfg`, in this order: the policy type, the env (its
     config; with `env`, also the env's observation keys and sizes), the architecture."""
+    _check_policy_type(ckpt["policy"], cfg, where)
+    check_env(ckpt, cfg.env, where, env)
+    _check_architecture(ckpt["policy"], cfg, where)
+
+
+def check_env(ckpt: dict[str, Any], env_cfg, where: str, env=None) -> None:
+    """`ValueError` naming both sides unless checkpoint `ckpt`'s env is `env_cfg`'s: the same env,
+    kwargs and observation layout; with `env` (built), also the observation keys it was trained on
+    (where its config says null, all of them) and the observation and action sizes. Evaluation
+    and resume make it too: an env whose Dict observation gained or renamed a key since keeps the
+    config, not the layout the policy reads."""
     from grpo_robot.environment import check_identity, env_identity
 
     record = ckpt["policy"]
-    _check_policy_type(record, cfg, where)
     their_env = _their_env(ckpt, where)
     if their_env:  # the same env, kwargs and observation layout; the sizes named, compared with `env`
         theirs = {**env_identity(their_env), "obs_dim": record["obs_dim"], "action_dim": record["action_dim"]}
         observed = ckpt.get("env_identity")  # the keys it was trained on, where its config says null (all)
         if isinstance(observed, dict) and observed.get("obs_keys") is not None and theirs.get("obs_keys") is None:
             theirs["obs_keys"] = list(observed["obs_keys"])
-        check_identity(theirs, env_identity(cfg.env, env), where)
+        check_identity(theirs, env_identity(env_cfg, env), where)
     if env is not None and (record["obs_dim"], record["action_dim"]) != (env.obs_dim, env.action_dim):
         raise ValueError(
             f"{where} has obs_dim={record['obs_dim']}, action_dim={record['action_dim']}, but {env.name} has "
             f"obs_dim={env.obs_dim}, action_dim={env.action_dim}"
         )
-    _check_architecture(record, cfg, where)
 
 
 def _their_env(ckpt: dict[str, Any], where: str) -> dict[str, Any] | None:

@@ -176,6 +176,11 @@ def _evaluate(cfg: DictConfig) -> None:
         if cfg.decode is not None:
             policy.decode = cfg.decode
         env = make_eval_env(train_cfg, cfg.n_seeds)
+        try:  # the env as built now still observes what the policy was trained on
+            checkpoint.check_env(ckpt, train_cfg.env, f"checkpoint={path}", env)
+        except ValueError:
+            env.close()
+            raise
     except (ValueError, FileNotFoundError) as err:
         _fail(str(err))
     from grpo_robot.gym_vector import EnvFailure

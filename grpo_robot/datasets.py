@@ -230,7 +230,7 @@ def _minari(f: Any, main: Path, cfg: EnvConfig, env: Any) -> DemoDataset:
     else:
         source = f"minari {main}"
     if not ident:  # no recorded env: trust the config's
-        ident = {k: v for k, v in _config_ident(cfg).items() if k in ("id", "entry_point")}
+        ident = {**{k: v for k, v in _config_ident(cfg).items() if k in ("id", "entry_point")}, "partial_kwargs": True}
     return _dataset(episodes, ident, env, source, where, spaces)
 
 
@@ -266,7 +266,8 @@ def _robomimic(f: Any, main: Path, cfg: EnvConfig, env: Any) -> DemoDataset:
     if "env_args" in data.attrs:
         args = _json_attr(data.attrs["env_args"], f"{where}: data.attrs['env_args']")
         kwargs = dict(args.get("env_kwargs") or {})
-        ident = {"kwargs": {"env_name": args.get("env_name"), **{k: v for k, v in kwargs.items() if k == "robots"}}}
+        ident = {"kwargs": {"env_name": args.get("env_name"), **{k: v for k, v in kwargs.items() if k == "robots"}},
+                 "partial_kwargs": True}  # fmt: skip  (robomimic records the robosuite env's own kwargs)
         if isinstance(ident["kwargs"].get("robots"), list) and len(ident["kwargs"]["robots"]) == 1:
             ident["kwargs"]["robots"] = ident["kwargs"]["robots"][0]
     mine = _config_ident(cfg)

@@ -145,11 +145,15 @@ def registered_entry_point(env_id: str | None) -> str | None:
 
 def _made_with(ident: dict[str, Any]) -> dict[str, Any]:
     """The kwargs a Gymnasium env is made with: the config's over, for an id, its registration's
-    defaults, and for an entry point, its signature's (where it imports)."""
+    defaults, and for an entry point, its signature's (where it imports). An identity that records
+    only some of them (`partial_kwargs`: a robomimic file's, a dataset that records no env) gives
+    those alone, so that only the keys it records are compared."""
     import inspect
 
     import gymnasium
 
+    if ident.get("task") or ident.get("partial_kwargs"):
+        return dict(ident.get("kwargs") or {})
     if ident.get("id"):
         spec = gymnasium.registry.get(ident["id"])
         defaults = dict(spec.kwargs) if spec is not None else {}
@@ -168,9 +172,11 @@ def _made_with(ident: dict[str, Any]) -> dict[str, Any]:
 def identity_mismatch(theirs: dict[str, Any], mine: dict[str, Any]) -> str | None:
     """The first fact in which `theirs` (a dataset's or a checkpoint's env) differs from `mine`
     (the configured env), or None. Facts only one side records are not compared (an outside
-    dataset may not record kwargs), and of the kwargs only the keys both sides set. A Gymnasium
-    env named by its id on one side and by its entry point on the other is the same env where the
-    id's registered entry point is that one."""
+    dataset may not record kwargs). Kwargs are compared as each side makes the env: a kwarg one
+    side leaves to its default is that default (`_made_with`), so a dataset recorded with the
+    defaults does not fit a config that sets another value. A Gymnasium env named by its id on one
+    side and by its entry point on the other is the same env where the id's registered entry
+    point is that one."""
     if (theirs.get("task") or mine.get("task")) and theirs.get("task") != mine.get("task"):
         return "task"
     ids = theirs.get("id"), mine.get("id")
@@ -187,7 +193,7 @@ def identity_mismatch(theirs: dict[str, Any], mine: dict[str, Any]) -> str | Non
         a, b = theirs.get(key), mine.get(key)
         if a is not None and b is not None and a != b:
             return key
-    a, b = (_made_with(side) if any(ids) and not all(ids) else side.get("kwargs") or {} for side in (theirs, mine))
+    a, b = (_made_with(side) for side in (theirs, mine))
     for key in sorted(set(a) & set(b)):
         if a[key] != b[key]:
             return f"kwargs.{key}"

@@ -183,6 +183,7 @@ class Trainer:
 
             ckpt = checkpoint.load(cfg.resume, map_location=self.device, purpose="resume")
             check_same_run(ckpt["config"], cfg, f"resume={cfg.resume}")
+            checkpoint.check_env(ckpt, cfg.env, f"resume={cfg.resume}", self.env)  # the layout it trained on
             self._restore(ckpt)
             # its summary speaks for the whole run: its time so far, and where its policy came from (the
             # pretraining stage does not run again); checkpoints written before either was kept lack them

@@ -209,6 +209,10 @@ def test_a_gymnasium_env_by_its_id_or_by_its_entry_point_is_the_same_env(tmp_pat
             back.check_compatible(other, env)
     with pytest.raises(ValueError, match=r"\(they differ in kwargs.tolerance\)"):
         collect_expert_demos(toy("PointReach"), "toy_envs:half_expert", 3, seed=2)[0].check_compatible(by_id, id_env)
+    defaults, _ = collect_expert_demos(toy("PointReach"), "toy_envs:half_expert", 3, noise=0.0, seed=2)
+    defaults.check_compatible(toy("PointReach", kwargs={"tolerance": 0.1}), env)  # the default, written out
+    with pytest.raises(ValueError, match=r"\(they differ in kwargs.tolerance\)"):  # recorded with the default
+        defaults.check_compatible(same, env)
     env.close()
     id_env.close()
 

@@ -425,6 +425,29 @@ def test_a_checkpoint_trained_on_all_dict_keys_is_refused_for_another_key_order(
         Trainer(other, tmp_path / "other")
 
 
+def test_evaluate_and_resume_refuse_an_env_whose_observation_keys_changed_since(tmp_path, monkeypatch):
+    """The config is the checkpoint's own, obs_keys=null (all keys): an env whose Dict observation
+    renamed a key since scored the checkpoint on permuted inputs (81.5% became 1.5%, exit 0), and a
+    resumed run trained on them; an added key was a traceback. Both now compare the keys observed."""
+    import toy_envs
+
+    cfg = small_config(env=toy("RenamingDictReach", horizon=10), iterations=1, eval_seeds=4)
+    trainer = Trainer(cfg, tmp_path / "run")
+    trainer.run()
+    trainer.close()
+    out = run_main("evaluate", f"checkpoint={tmp_path / 'run'}", "n_seeds=4")
+    assert out.code == 0, out.stderr
+    for renamed, key in (({"goal": "target"}, "obs_keys"), ({"time": "a_time"}, "obs_keys")):
+        monkeypatch.setattr(toy_envs, "RENAMED_KEYS", renamed)
+        out = run_main("evaluate", f"checkpoint={tmp_path / 'run'}", "n_seeds=4")
+        assert out.code == 2 and len(out.error_lines) == 1 and out.error_lines[-1].endswith(
+            f"(they differ in {key})"), out.stderr  # fmt: skip
+        assert "obs_keys=[goal, position, time]" in out.error_lines[-1]
+        with pytest.raises(ValueError, match=rf"^resume=.* is for .*obs_keys=\[goal, position, time\].*\(they differ "
+                                             rf"in {key}\)$"):  # fmt: skip
+            Trainer(replace(cfg, resume=str(tmp_path / "run"), iterations=2), tmp_path / "run")
+
+
 def test_env_nthread_on_a_gymnasium_env_is_one_line_that_says_what_it_is_for(tmp_path):
     """It said "env.nthread is not a key of env (did you mean env.nthread?)" and listed a built-in
     task's keys; with + it was accepted and ignored."""

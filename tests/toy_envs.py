@@ -584,3 +584,18 @@ class Renders(PointReach):
         frame = np.zeros((16, 16, 3), np.uint8)
         frame[..., 0] = int(255 * min(abs(self.pos[0]), 1.0))
         return frame
+
+
+RENAMED_KEYS: dict[str, str] = {}  # DictPointReach's keys as a later version of the env names them
+
+
+class RenamingDictReach(DictPointReach):
+    """DictPointReach whose keys are renamed by `RENAMED_KEYS`, as an upgrade of an env may do."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.observation_space = gym.spaces.Dict(
+            {RENAMED_KEYS.get(k, k): v for k, v in self.observation_space.spaces.items()})
+
+    def _obs(self):
+        return {RENAMED_KEYS.get(k, k): v for k, v in super()._obs().items()}
