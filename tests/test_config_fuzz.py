@@ -59,6 +59,11 @@ TRAIN_ENV = [
     case("train", "env=gym", "env.id=gymnasium_robotics:FetchReach-v4", key="env.id"),  # gym.make's module:id
     case("train", "env=gym", "env.id=FetchReach-v4", "env.success_fn=bad", key="env.success_fn"),
     case("train", "env=gym", "env.id=FetchReach-v4", "env.success_key=''", key="env.success_key"),
+    case("train", "env=gym", "env.id=FetchReach-v4", "env.success_fn=toy_envs:goal_reached", "env.success_key=done",
+         key="env.success_key"),  # the function decides: the key would be ignored
+    case("train", "algo=ppo", "algo.start_replay.fraction=0.5", key="algo.start_replay.fraction"),  # groups of 1
+    case("train", "env=gym", "env.entry_point=toy_envs:PointReach", "env.horizon=20", "env.group_start=clone",
+         "algo.start_replay.fraction=0.5", key="algo.start_replay.fraction"),  # a seed-ignoring env's seeds
     case("train", "env=gym", "env.id=FetchReach-v4", "env.obs_keys=[]", key="env.obs_keys"),
     case("train", "env=gym", "env.id=FetchReach-v4", "env.vector=threads", key="env.vector"),
     case("train", "env=gym", "env.id=FetchReach-v4", "env.group_start=copy", key="env.group_start"),
@@ -438,6 +443,23 @@ def test_collection_keys_a_dataset_makes_moot_are_named():
     assert unused_settings(compose_train_config(minari, "demos.episodes=5", "demos.noise=0.1")) == [
         f"demos.{k} has no effect with demos.path=tests/data/minari/grpo-robot/fetch-push-expert-v0 (every "
         "episode of the dataset is cloned)" for k in ("episodes=5", "noise=0.1")]  # fmt: skip
+
+
+def test_settings_for_another_backend_schedule_or_advantage_are_named():
+    """They were accepted without a word: the run stayed local with rollout.workers=8, desired_kl
+    steered nothing without lr_schedule=adaptive, a critic's keys did nothing under GRPO."""
+    from grpo_robot.config import unused_settings
+
+    assert unused_settings(compose_train_config("algo=ppo", "algo.critic.gamma=0.5")) == []
+    assert unused_settings(compose_train_config("rollout.backend=ray", "rollout.workers=8")) == []
+    assert unused_settings(compose_train_config("algo.lr_schedule=adaptive", "algo.desired_kl=0.05")) == []
+    assert unused_settings(compose_train_config("algo.critic.gamma=0.5", "algo.critic.vf_coef=1", "rollout.workers=8",
+                                                "ray.address=auto", "algo.desired_kl=0.05")) == [
+        "algo.critic.gamma=0.5, algo.critic.vf_coef=1.0 have no effect: algo.advantage=grpo learns no critic "
+        "(algo.advantage=gae does)",
+        "algo.desired_kl=0.05 has no effect: only lr_schedule=adaptive reads it; algo.lr_schedule is constant",
+        "rollout.workers=8 has no effect: only rollout.backend=ray reads it; the run steps its worlds in this process",
+        "ray.address=auto has no effect: it is for rollout.backend=ray; the run steps its worlds in this process"]
 
 
 def test_a_preset_built_on_another_keeps_the_base_and_yields_to_the_command_line():

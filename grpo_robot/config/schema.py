@@ -168,7 +168,22 @@ def unused_policy_settings(cfg: PolicyConfig) -> list[str]:
 def unused_settings(cfg: Any) -> list[str]:
     """`unused_policy_settings`, and the `demos.` keys that a dataset (`demos.path`) makes moot:
     the ones that say how to collect demonstrations, set away from their defaults."""
+    from grpo_robot.registry import needs_critic
+
     lines = unused_policy_settings(cfg.policy)
+    lines += _moved(cfg.algo.critic, CriticConfig(), "algo.critic.",
+                    f"algo.advantage={cfg.algo.advantage} learns no critic (algo.advantage=gae does)",
+                    not needs_critic(cfg.algo.advantage))  # fmt: skip
+    adaptive = AlgoConfig()
+    lines += _moved(cfg.algo, adaptive, "algo.", f"only lr_schedule=adaptive reads it; algo.lr_schedule is "
+                    f"{cfg.algo.lr_schedule}", cfg.algo.lr_schedule != "adaptive", ("desired_kl", "lr_range"))
+    if cfg.rollout.backend != "ray":
+        lines += _moved(cfg.rollout, RolloutConfig(), "rollout.", "only rollout.backend=ray reads it; the run "
+                        "steps its worlds in this process", True, ("workers", "cpus_per_worker", "worker_timeout_s",
+                                                                   "max_restarts"))  # fmt: skip
+        if cfg.ray.address is not None:
+            lines.append(f"ray.address={cfg.ray.address} has no effect: it is for rollout.backend=ray; the run "
+                         "steps its worlds in this process")  # fmt: skip
     if cfg.pretrain and cfg.demos.path:
         default = DemoConfig()
         for key in ("expert", "episodes", "noise", "seed", "max_attempts"):
@@ -177,6 +192,19 @@ def unused_settings(cfg: Any) -> list[str]:
                 lines.append(f"demos.{key}={value} has no effect with demos.path={cfg.demos.path} (every episode of "
                              "the dataset is cloned)")  # fmt: skip
     return lines
+
+
+def _moved(section: Any, default: Any, prefix: str, why: str, unused: bool,
+           keys: tuple[str, ...] | None = None) -> list[str]:  # fmt: skip
+    """Lines for the keys of `section` (all its fields, or `keys`) set away from `default`'s values
+    where `unused` says they do nothing."""
+    import dataclasses
+
+    if not unused:
+        return []
+    names = keys or tuple(f.name for f in dataclasses.fields(section))
+    moved = [f"{prefix}{k}={getattr(section, k)}" for k in names if getattr(section, k) != getattr(default, k)]
+    return [f"{', '.join(moved)} {'has' if len(moved) == 1 else 'have'} no effect: {why}"] if moved else []
 
 
 def constructor_arguments(cls: type) -> set[str]:

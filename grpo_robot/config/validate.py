@@ -364,6 +364,13 @@ def validate(cfg: TrainConfig) -> None:
                "shaped needs a critic (algo=ppo); GRPO's advantages come from the outcome alone")  # fmt: skip
         _check(bool(cfg.env.task), "algo.critic.reward", critic.reward,
                "shaped needs a built-in env.task, whose potential it uses")  # fmt: skip
+    if algo.start_replay.fraction > 0:  # it replays the starts of groups that both succeeded and failed
+        _check(algo.group_size >= 2, "algo.start_replay.fraction", algo.start_replay.fraction,
+               f"replays starts whose group both succeeded and failed; groups of algo.group_size={algo.group_size} "
+               "never do: set it to 0")  # fmt: skip
+        _check(cfg.env.group_start != "clone", "algo.start_replay.fraction", algo.start_replay.fraction,
+               "replays a start by its seed; with env.group_start=clone the env ignores the seed (a replayed seed "
+               "is a fresh start): set it to 0")  # fmt: skip
     n_traj = algo.group_size * algo.groups_per_iter
     _check(1 <= algo.minibatches <= n_traj, "algo.minibatches", algo.minibatches,
            f"must be in [1, group_size * groups_per_iter = {n_traj}]")  # fmt: skip
@@ -484,6 +491,10 @@ def validate_env(env: EnvConfig) -> None:
     if env.success_fn:
         _check(bool(_CALLABLE.match(env.success_fn)), "env.success_fn", env.success_fn,
                "must be module:function taking (obs, info) and returning a bool")  # fmt: skip
+        default_key = EnvConfig.__dataclass_fields__["success_key"].default
+        _check(env.success_key == default_key, "env.success_key", env.success_key,
+               f"is not read with env.success_fn={env.success_fn} (the function decides success): set one of "
+               "the two")  # fmt: skip
     cores = usable_cores()
     _check(env.nthread is None or env.nthread <= cores, "env.nthread", env.nthread,
            f"must be in [1, {cores}] (the cores this process may use) or null (all of them)")  # fmt: skip
