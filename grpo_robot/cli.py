@@ -434,6 +434,25 @@ def _precompose(config_name: str, overrides: list[str]) -> list[DictConfig]:
         return [copy.deepcopy(compose(config_name, overrides=list(c), return_hydra_config=True)) for c in combos]
 
 
+# the keys of a command that name one file or folder for its output (unset: named by the job itself)
+OUTPUT_KEYS = {"evaluate": ("output", "video_dir"), "pretrain_bc": ("output",), "collect_demos": ("output",)}
+
+
+def _check_shared_outputs(config_name: str, configs: list[DictConfig]) -> None:
+    """`ConfigError` where the jobs of a sweep would write one `output=` file (or `video_dir=`)
+    named on the command line: each job replaced the one before's, and every job said it had
+    written it."""
+    from collections import Counter
+
+    for key in OUTPUT_KEYS.get(config_name, ()):
+        counts = Counter(str(c.get(key)) for c in configs if c.get(key))
+        shared = [value for value, n in counts.items() if n > 1]
+        if shared:
+            raise ConfigError(f"{key}={shared[0]} is the same for {counts[shared[0]]} jobs of this sweep, and each "
+                              f"would replace the one before's: leave {key} unset (each job names its own), or "
+                              "run one job per value")  # fmt: skip
+
+
 def _touched_keys(overrides: list[str], composed: DictConfig) -> set[str]:
     """The config leaves that `overrides` set: a key's own leaves, every leaf of a group's package
     (`env=push_cube`: env.*), and for `experiment=` the keys its file sets (and the groups it overrides)."""
@@ -679,6 +698,7 @@ def _run(config_name: str, task) -> None:
             ]
             for composed in configs:
                 _validator(config_name)(_without_hydra(composed))
+            _check_shared_outputs(config_name, configs)
         except Exception as err:  # noqa: BLE001
             if isinstance(err, ValueError) and type(err).__module__.startswith("grpo_robot."):
                 _fail(str(err))  # this project's one-line errors (ConfigError, ...)

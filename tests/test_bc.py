@@ -341,6 +341,14 @@ def test_evaluate_decodes_a_tokenized_checkpoint_as_asked(tmp_path, monkeypatch)
     assert [json.loads((tmp_path / f"{path.stem}_eval_test_{n}_deterministic_median.json").read_text())["n"]
             for n in (8, 12)] == [8, 12]  # fmt: skip
     assert list((tmp_path / "cwd").iterdir()) == []
+    # one output= or video_dir= for the jobs of a sweep: each replaced the one before's, all said they wrote it
+    for fixed in ("output=one.json", "video_dir=films"):
+        out = run_main("evaluate", "-m", f"checkpoint={path}", "n_seeds=8,12", fixed)
+        key = fixed.split("=")[0]
+        assert out.code == 2 and out.error_lines == [
+            f"error: {fixed} is the same for 2 jobs of this sweep, and each would replace the one before's: leave "
+            f"{key} unset (each job names its own), or run one job per value"], out.stderr  # fmt: skip
+    assert list((tmp_path / "cwd").iterdir()) == []  # refused before any job
 
 
 def test_evaluations_that_differ_name_their_outputs_apart():
