@@ -24,6 +24,7 @@ from grpo_robot.config import (
     EvalConfig,
     PretrainConfig,
     TrainConfig,
+    bool_override_error,
     free_dict_overrides,
     register_configs,
     renamed_key_error,
@@ -685,7 +686,7 @@ def _run(config_name: str, task) -> None:
     wholes = free_dict_overrides(whole_number_overrides(sys.argv[1:], SCHEMAS[config_name]))
     args = [a if a.startswith("-") else b for a, b in zip(sys.argv[1:], wholes, strict=True)]
     sys.argv = [sys.argv[0], *args]
-    renamed = renamed_key_error(args)
+    renamed = renamed_key_error(args) or bool_override_error(args, SCHEMAS[config_name])
     if renamed:
         _fail(renamed)
     multirun = any(a in ("-m", "--multirun") for a in args)

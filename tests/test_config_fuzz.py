@@ -62,6 +62,8 @@ TRAIN_ENV = [
     case("train", "env=gym", "env.id=FetchReach-v4", "env.success_fn=toy_envs:goal_reached", "env.success_key=done",
          key="env.success_key"),  # the function decides: the key would be ignored
     case("train", "algo=ppo", "algo.start_replay.fraction=0.5", key="algo.start_replay.fraction"),  # groups of 1
+    case("train", "obs_norm_updates=0"),  # a bool field: true, false (or null), not an integer
+    case("train", "-m", "pretrain=true,7", key="pretrain"),
     case("train", "env=gym", "env.entry_point=toy_envs:PointReach", "env.horizon=20", "env.group_start=clone",
          "algo.start_replay.fraction=0.5", key="algo.start_replay.fraction"),  # a seed-ignoring env's seeds
     case("train", "env=gym", "env.id=FetchReach-v4", "env.obs_keys=[]", key="env.obs_keys"),
@@ -171,6 +173,7 @@ EVALUATE = [
     case("evaluate", "device=tpu"),
     case("evaluate", "device=cuda:x"),
     case("evaluate", "deterministic=maybe"),
+    case("evaluate", "deterministic=5"),  # OmegaConf read any integer as a bool
     case("evaluate", "n_seedz=3"),
     case("evaluate", "output=''"),
     case("evaluate", "output=/tmp"),  # a directory: the JSON would be lost after the evaluation

@@ -35,6 +35,7 @@ from grpo_robot.config.schema import (
 )
 from grpo_robot.config.store import (
     RENAMED_KEYS,
+    bool_override_error,
     config_dict,
     env_config,
     env_config_dict,
@@ -67,7 +68,7 @@ __all__ = [
     "RENAMED_KEYS", "TrainConfig", "check_values", "config_dict", "env_config", "env_config_dict", "env_name",
     "env_source", "migrate", "policy_kwargs", "register_configs", "renamed_key_error", "to_train_config", "validate",
     "free_dict_overrides", "unused_policy_settings", "unused_settings",
-    "whole_number_overrides",
+    "whole_number_overrides", "bool_override_error",
     "validate_bc", "validate_collect", "validate_demos", "validate_device", "validate_env", "validate_eval",
     "validate_policy", "validate_pretrain",
 ]  # fmt: skip

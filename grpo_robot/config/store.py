@@ -93,6 +93,26 @@ def whole_number_overrides(overrides: list[str], root: type = TrainConfig) -> li
     return out
 
 
+def bool_override_error(overrides: list[str], root: type = TrainConfig) -> str | None:
+    """The first override that gives a bool field of the schema anything but true or false (or
+    null, where the field takes it), as one line; None if there is none. OmegaConf reads any
+    integer as a bool (`deterministic=5` evaluated deterministically, `obs_norm_updates=0` turned
+    them off), where every other type is refused."""
+    for override in overrides:
+        key, eq, value = override.partition("=")
+        if not eq or key.startswith("~"):
+            continue
+        field = schema_field(key.lstrip("+"), root)
+        kind = "" if field is None else str(field.type).replace(" ", "")
+        if kind not in ("bool", "bool|None"):
+            continue
+        allowed = ("true", "false", "null") if kind == "bool|None" else ("true", "false")
+        for v in (v.strip() for v in value.split(",")):  # a sweep's values too
+            if v.lower() not in allowed:
+                return f"{key.lstrip('+')}={v} is invalid: must be {', '.join(allowed[:-1])} or {allowed[-1]}"
+    return None
+
+
 # keys whose value is a free dict (constructor arguments), into which an override may add keys
 FREE_DICTS = ("env.kwargs",)
 
