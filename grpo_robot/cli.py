@@ -241,6 +241,8 @@ def _film(cfg: DictConfig, train_cfg, policy, result, device, folder: Path) -> N
     from grpo_robot.gym_vector import EnvFailure
 
     seeds = video.pick_seeds(result, cfg.video, cfg.video_outcomes)
+    if train_cfg.env.group_start == "clone":
+        print(f"warning: videos: {video.NEW_EPISODES}", file=sys.stderr)
     if not len(seeds):
         print(f"videos: no {cfg.video_outcomes} among the {len(result.seeds)} evaluated episodes to film")
         return

@@ -333,6 +333,8 @@ class Videos(Hook):
         from grpo_robot import video
 
         self.env = video.make_video_env(trainer.cfg, self.episodes)
+        if trainer.cfg.env.group_start == "clone":
+            log.warning("videos: %s", video.NEW_EPISODES)
 
     def on_start(self, trainer: Trainer) -> None:
         if trainer.iteration == 0 and trainer.last_eval is not None:  # the starting policy was evaluated

@@ -187,13 +187,19 @@ def film(env: GroupEnv, policy: Policy, seeds: Sequence[int], device: torch.devi
     return episodes, write(episodes, folder, fps, gif=render.gif), fps
 
 
+# what a film of an env that ignores its seed (env.group_start=clone) shows
+NEW_EPISODES = ("env.group_start=clone: the env ignores its seed, so each film is a new episode of the same "
+                "policy, not the one evaluated, and its outcome is its own")
+
+
 def film_evaluated(env: GroupEnv, policy: Policy, result: EvalResult, seeds: Sequence[int], device: torch.device,
                    render: RenderConfig, folder: Path, deterministic: bool = True,
                    final_step_outcome: bool = False) -> tuple[list[Episode], list[Path], float]:  # fmt: skip
     """`film` the evaluated `seeds` of `result` as they went in the evaluation. A deterministic
     policy plays them again by itself; a sampled evaluation's episodes are played with the noise
     each had there (its seed's own stream, `seeding.SeedStreams`), so that each film shows the
-    episode, and the outcome, that was evaluated."""
+    episode, and the outcome, that was evaluated; except for an env that ignores its seed
+    (`NEW_EPISODES`)."""
     if deterministic:
         return film(env, policy, seeds, device, render, folder, True, None, final_step_outcome)
     if result.noise_seed is None:

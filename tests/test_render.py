@@ -481,6 +481,19 @@ def test_an_env_whose_render_gives_no_frame_or_stops_rendering_costs_no_training
         "GL context lost" in out.stderr  # fmt: skip
 
 
+def test_films_of_an_env_that_ignores_its_seed_say_they_are_new_episodes(tmp_path):
+    """Its evaluated seeds cannot be played again: `video_outcomes=failures` filmed successes."""
+    env = EnvConfig(task=None, entry_point="toy_envs:RendersGlobalRandom", horizon=10, group_start="clone")
+    trainer = Trainer(small_config(env=env, iterations=1, eval_seeds=4,
+                                   algo=AlgoConfig(group_size=2, groups_per_iter=2, minibatches=1)), tmp_path / "run")
+    trainer.run()
+    trainer.close()
+    out = run_main("evaluate", f"checkpoint={tmp_path / 'run'}", "n_seeds=4", "video=1", f"video_dir={tmp_path / 'v'}")
+    assert out.code == 0, out.stderr
+    assert f"warning: videos: {video.NEW_EPISODES}" in out.stderr
+    assert len(list((tmp_path / "v").glob("*.mp4"))) == 1
+
+
 def test_a_misspelled_mujoco_gl_is_one_line_before_mujoco_loads(monkeypatch):
     """`import mujoco` raised a RuntimeError with a traceback through grpo_robot's import."""
     from grpo_robot.machine import mujoco_gl_error

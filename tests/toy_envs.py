@@ -599,3 +599,12 @@ class RenamingDictReach(DictPointReach):
 
     def _obs(self):
         return {RENAMED_KEYS.get(k, k): v for k, v in super()._obs().items()}
+
+
+class RendersGlobalRandom(Renders):
+    """`Renders` whose reset ignores its seed, as GlobalRandomReach's does."""
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.goal = np.random.uniform(-0.5, 0.5, size=2)  # noqa: NPY002 (the point of this env)
+        return self._obs(), {}
