@@ -560,10 +560,12 @@ def _run_dir_overrides(cfg: DictConfig, overrides: list[str], multirun: bool) ->
             return [f"hydra.run.dir={_override_value(run_dir)}", f"hydra.output_subdir=.hydra/resume-{n}"]
     explicit = "hydra.run.dir" in keys
     existed = Path(cfg.hydra.run.dir).is_dir()
+    missing = [p for p in Path(cfg.hydra.run.dir).resolve().parents if not p.exists()]  # runs/train/ on a first run
     run_dir = rundir.claim(cfg.hydra.run.dir, unique=not explicit)
     rundir.lock(run_dir)
     if not (explicit and existed):  # made by this command: removed again if the run cannot start
         _made.add(run_dir.resolve())
+        _made.update(missing)  # and the folders made to hold it, where they are left empty
     held = rundir.holds_run(run_dir) if explicit else None
     if held:
         raise rundir.RunDirError(f"hydra.run.dir={str(run_dir)!r} holds a run already ({held}); continue it with "
@@ -589,6 +591,10 @@ def _remove_unstarted(run_dir: Path) -> None:
             handler.close()
     rundir.release(run_dir)
     shutil.rmtree(run_dir, ignore_errors=True)
+    parent = run_dir.parent
+    while parent in _made and parent.is_dir() and not any(parent.iterdir()):  # runs/train/ this command made
+        parent.rmdir()
+        parent = parent.parent
     if HydraConfig.get().mode == RunMode.MULTIRUN:  # and the folders a `/` in a swept value nested it in
         sweep, parent = Path(HydraConfig.get().sweep.dir).resolve(), run_dir.parent
         while parent != sweep and sweep in parent.parents and not any(parent.iterdir()):

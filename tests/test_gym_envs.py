@@ -247,7 +247,10 @@ def test_an_env_refused_once_built_leaves_no_run_directory(tmp_path, monkeypatch
         out = run_main("train", *no_limit, *where)
         assert out.code == 2 and out.error_lines[-1].endswith(
             "has no time limit (spec.max_episode_steps, or a TimeLimit wrapper); set env.horizon"), out.stderr[-1000:]
-    assert not (tmp_path / "named").exists() and list((tmp_path / "runs" / "train").iterdir()) == []
+    assert not (tmp_path / "named").exists() and not (tmp_path / "runs").exists()  # nor the runs/train/ it made
+    (tmp_path / "runs" / "train" / "earlier").mkdir(parents=True)
+    out = run_main("train", *no_limit)
+    assert out.code == 2 and [p.name for p in (tmp_path / "runs" / "train").iterdir()] == ["earlier"]
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("kept")
     out = run_main("train", *no_limit, f"hydra.run.dir={tmp_path / 'mine'}")
