@@ -482,7 +482,9 @@ def test_an_env_whose_render_gives_no_frame_or_stops_rendering_costs_no_training
 
 
 def test_films_of_an_env_that_ignores_its_seed_say_they_are_new_episodes(tmp_path):
-    """Its evaluated seeds cannot be played again: `video_outcomes=failures` filmed successes."""
+    """Its evaluated seeds cannot be played again: `video_outcomes=failures` filmed successes. Its
+    own render() decides the frame (render.* was ignored without a word), and small frames are
+    enlarged before they are labelled (the captions were cut off)."""
     env = EnvConfig(task=None, entry_point="toy_envs:RendersGlobalRandom", horizon=10, group_start="clone")
     trainer = Trainer(small_config(env=env, iterations=1, eval_seeds=4,
                                    algo=AlgoConfig(group_size=2, groups_per_iter=2, minibatches=1)), tmp_path / "run")
@@ -491,7 +493,14 @@ def test_films_of_an_env_that_ignores_its_seed_say_they_are_new_episodes(tmp_pat
     out = run_main("evaluate", f"checkpoint={tmp_path / 'run'}", "n_seeds=4", "video=1", f"video_dir={tmp_path / 'v'}")
     assert out.code == 0, out.stderr
     assert f"warning: videos: {video.NEW_EPISODES}" in out.stderr
-    assert len(list((tmp_path / "v").glob("*.mp4"))) == 1
+    films = list((tmp_path / "v").glob("*.mp4"))
+    assert len(films) == 1  # its 16x16 frames enlarged 20x, so that the labels fit
+    assert np.stack(list(iio.imiter(films[0], plugin="FFMPEG"))).shape[1:] == (320, 320, 3)
+    out = run_main("evaluate", f"checkpoint={tmp_path / 'run'}", "n_seeds=4", "video=1", "render.width=640")
+    assert out.code == 2 and out.error_lines[-1] == (
+        "error: render.width=640 is invalid: applies to the built-in tasks' scene; env.entry_point="
+        "toy_envs:RendersGlobalRandom films what its own render() gives (its camera and size: set them through "
+        "env.kwargs where the env takes them)"), out.stderr  # fmt: skip
 
 
 def test_a_misspelled_mujoco_gl_is_one_line_before_mujoco_loads(monkeypatch):

@@ -600,6 +600,12 @@ def validate_video(render: RenderConfig, key: str, value: int, env: EnvConfig | 
     for name in ("width", "height"):
         size = getattr(render, name)
         _check(size % 2 == 0, f"render.{name}", size, "must be even (H.264 video stores colour at half resolution)")
+    if env is not None and not env.task:  # its own render() decides: the keys would be ignored
+        default = RenderConfig()
+        for name in ("camera", "width", "height"):
+            _check(getattr(render, name) == getattr(default, name), f"render.{name}", getattr(render, name),
+                   f"applies to the built-in tasks' scene; {env_source(env)} films what its own render() gives "
+                   "(its camera and size: set them through env.kwargs where the env takes them)")  # fmt: skip
     if env is not None and env.task:
         from grpo_robot.envs.scene import OFFSCREEN
 
