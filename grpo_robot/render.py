@@ -226,19 +226,11 @@ def _font(size: int):
         return ImageFont.load_default()
 
 
-LABEL_WIDTH = 320  # the narrowest frame the labels are drawn on: a narrower one is enlarged first
-
-
 def label(frames: np.ndarray, top: str, steps: list[str] | None, bottom: str, ok: bool) -> np.ndarray:
     """`frames [T, H, W, 3]` uint8 with `top` (and `steps[t]`) in a dark bar at the top and `bottom`
-    in a green (`ok`) or red bar at the bottom; a new array. Frames under `LABEL_WIDTH` pixels wide
-    (a Gymnasium env's own small render) are first enlarged by a whole factor, pixels repeated, so
-    that the text fits and stays readable."""
+    in a green (`ok`) or red bar at the bottom; a new array."""
     from PIL import Image, ImageDraw
 
-    scale = -(-LABEL_WIDTH // frames.shape[2])
-    if scale > 1:
-        frames = frames.repeat(scale, axis=1).repeat(scale, axis=2)
     _, height, width, _ = frames.shape
     size = max(11, height // 16)
     font, bar = _font(size), size + 6

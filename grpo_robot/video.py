@@ -170,11 +170,25 @@ def record(
                     frames[w].append(frame)
             success = (env.success if final_step_outcome else env.terminated) & ~env.failed
             for w, seed in enumerate(chunk):
-                episodes.append(Episode(env.name, int(seed), np.stack(frames[w]), bool(success[w]),
+                episodes.append(Episode(env.name, int(seed), _readable(np.stack(frames[w]), width), bool(success[w]),
                                         bool(env.failed[w]), env.horizon))  # fmt: skip
     finally:
         policy.train(was_training)
     return episodes
+
+
+SMALL_FRAME = 160  # an env's own frames narrower than this are enlarged: the labels need the room
+
+
+def _readable(frames: np.ndarray, asked_width: int) -> np.ndarray:
+    """Frames `[T, H, W, 3]` of an env that renders at its own size (a Gymnasium env's render(),
+    not the `asked_width` of the built-in scene): under `SMALL_FRAME` pixels wide, enlarged by a
+    whole factor to at least twice that, pixels repeated, so that the labels fit and read."""
+    width = frames.shape[2]
+    if width == asked_width or width >= SMALL_FRAME:
+        return frames
+    scale = -(-2 * SMALL_FRAME // width)
+    return frames.repeat(scale, axis=1).repeat(scale, axis=2)
 
 
 def film(env: GroupEnv, policy: Policy, seeds: Sequence[int], device: torch.device, render: RenderConfig,
