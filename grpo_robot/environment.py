@@ -96,8 +96,9 @@ def env_identity(cfg: EnvConfig | dict, env: GroupEnv | None = None) -> dict[str
         if env is not None and getattr(env, "obs_keys", None) is not None:
             obs_keys = env.obs_keys  # the keys actually used (null in the config = all of them)
         ident = {key: get(key), "kwargs": _plain(kwargs), "obs_keys": None if obs_keys is None else list(obs_keys)}
-        if key == "id" and registered_entry_point(get("id")):  # the class it makes: the same env by either name
-            ident["entry_point"] = registered_entry_point(get("id"))
+        entry = registered_entry_point(get("id")) if key == "id" else None
+        if entry:  # the class it makes: the same env by either name
+            ident["entry_point"] = entry
     if env is not None:
         ident.update(obs_dim=int(env.obs_dim), action_dim=int(env.action_dim))
     return ident

@@ -174,8 +174,7 @@ def unused_settings(cfg: Any) -> list[str]:
     lines += _moved(cfg.algo.critic, CriticConfig(), "algo.critic.",
                     f"algo.advantage={cfg.algo.advantage} learns no critic (algo.advantage=gae does)",
                     not needs_critic(cfg.algo.advantage))  # fmt: skip
-    adaptive = AlgoConfig()
-    lines += _moved(cfg.algo, adaptive, "algo.", f"only lr_schedule=adaptive reads it; algo.lr_schedule is "
+    lines += _moved(cfg.algo, AlgoConfig(), "algo.", f"only lr_schedule=adaptive reads it; algo.lr_schedule is "
                     f"{cfg.algo.lr_schedule}", cfg.algo.lr_schedule != "adaptive", ("desired_kl", "lr_range"))
     if cfg.rollout.backend != "ray":
         lines += _moved(cfg.rollout, RolloutConfig(), "rollout.", "only rollout.backend=ray reads it; the run "
