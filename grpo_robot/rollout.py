@@ -311,23 +311,31 @@ def exact_settings(policy: Policy, num_worlds: int, split: int, threads: int | N
     A matrix product's rows can round differently with the number of rows (BLAS picks kernels by
     shape: measured here, for parts under 6-15 rows of a 128-512 wide MLP, and up to 300 of 512
     rows for a 1024 wide one) or with the number of threads. Kernels depend on shapes, not values,
-    so one probe batch of random observations at the rollout's own shapes tells."""
+    so one probe batch of random observations at the rollout's own shapes tells; every layer's
+    output is compared, since a rounding apart can vanish by the outputs (`exact_rows`)."""
     threads = threads if device.type == "cpu" else None
     if split <= 1 and threads is None:
         return split, threads
     probe = torch.randn((num_worlds, policy.obs_dim), generator=torch.Generator().manual_seed(0)).to(device)
-    reference = policy.sample(probe, None, True)
-
-    def same(outputs) -> bool:
-        return all(torch.equal(a, b) for a, b in zip(outputs, reference, strict=True))
-
+    module = policy if isinstance(policy, torch.nn.Module) else None  # every layer's output compared (exact_rows)
+    reference = _traced(module, policy, probe)
     with torch_threads(threads):
-        if threads is not None and not same(policy.sample(probe, None, True)):
+        if threads is not None and not _equal(_traced(module, policy, probe), reference):
             threads = None
+    bounds = split_bounds(num_worlds, split)
     with torch_threads(threads):
-        parts = [policy.sample(probe[part], None, True) for part in split_bounds(num_worlds, split)]
-    if split > 1 and not same([torch.cat(out) for out in zip(*parts, strict=True)]):
+        parts = [_traced(module, policy, probe[part]) for part in bounds]
+    sizes = [part.stop - part.start for part in bounds]
+    if split > 1 and not all(len(trace) == len(reference) for trace in parts):
         split = 1
+    elif split > 1:
+        for k, whole in enumerate(reference):
+            pieces = [trace[k] for trace in parts]
+            rows = whole.dim() and whole.shape[0] == num_worlds and all(
+                t.dim() and t.shape[0] == n for t, n in zip(pieces, sizes, strict=True))  # fmt: skip
+            if not (torch.equal(torch.cat(pieces), whole) if rows else all(torch.equal(t, whole) for t in pieces)):
+                split = 1
+                break
     return split, threads
 
 
@@ -360,12 +368,13 @@ def _equal(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
     return len(a) == len(b) and all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
 
 
-def _traced(policy: Policy, sampler, obs: torch.Tensor) -> list[torch.Tensor]:
+def _traced(policy: Policy | None, sampler, obs: torch.Tensor) -> list[torch.Tensor]:
     """`sampler.sample(obs, None, True)`'s outputs, then the output of every module of `policy`
-    that ran, in order."""
+    (None: none) that ran, in order."""
     seen: list[torch.Tensor] = []
+    modules = [] if policy is None else policy.modules()
     handles = [m.register_forward_hook(lambda _m, _a, out: seen.append(out) if torch.is_tensor(out) else None)
-               for m in policy.modules()]  # fmt: skip
+               for m in modules]  # fmt: skip
     try:
         outputs = list(sampler.sample(obs, None, True))
     finally:

@@ -243,6 +243,23 @@ def test_a_few_rows_padded_as_exact_rows_says_give_the_whole_batchs_rows():
                 assert rows == total
 
 
+def test_a_split_is_kept_only_where_every_layer_agrees():
+    """A tokenized policy's sampled outputs of one row agreed with the whole batch's for the probe
+    where its logits did not (this Xeon): the split into single rows was kept, and could sample
+    another bin on other observations. Every layer's output is compared now."""
+    for seed in range(6):
+        torch.manual_seed(seed)
+        policy = build_policy("tokenized", 13, 3, hidden_sizes=[64, 64], bins=16)
+        for n in (2, 3, 4, 8):
+            if exact_settings(policy, n, n, None, torch.device("cpu"))[0] == 1:
+                continue
+            for k in range(4):  # a kept split: the logits of each one-row part are the whole batch's
+                probe = torch.randn((n, 13), generator=torch.Generator().manual_seed(100 + k))
+                with torch.no_grad():
+                    whole = policy.logits(probe)
+                    assert all(torch.equal(policy.logits(probe[i : i + 1]), whole[i : i + 1]) for i in range(n))
+
+
 def test_training_with_any_split_and_thread_setting_gives_the_same_parameters(tmp_path):
     results = []
     for split, threads, parallel, turns in ((1, None, False, True), (2, 1, False, True), (3, 2, False, True),
