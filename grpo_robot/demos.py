@@ -60,17 +60,19 @@ class DatasetError(ValueError):
     """A demonstration dataset that cannot be used: one line naming the file and what is wrong."""
 
 
-def check_finite(value: np.ndarray, lengths: np.ndarray, what: str) -> None:
+def check_finite(value: np.ndarray, lengths: np.ndarray, what: str, bound: float | None = None) -> None:
     """`DatasetError` if the `[steps, dim]` array `value` (episodes of `lengths` back to back) holds a
-    NaN or inf, naming `what` (e.g. "file: obs"), the first bad row and column, its episode and step."""
-    finite = np.isfinite(value)
-    if not finite.all():
-        row, col = (int(i) for i in np.argwhere(~finite)[0])
+    NaN or inf (or, with `bound`, a value past +-bound), naming `what` (e.g. "file: obs"), the
+    first bad row and column, its episode and step."""
+    good = np.isfinite(value) if bound is None else np.isfinite(value) & (np.abs(value) <= bound)
+    if not good.all():
+        row, col = (int(i) for i in np.argwhere(~good)[0])
         e = int(np.searchsorted(np.cumsum(lengths), row, side="right"))
         step = row - int(np.sum(lengths[:e]))
         name = what.rsplit(": ", 1)[-1]
+        rule = "finite" if bound is None else "in [-1, 1] (the env's action bounds mapped onto the unit box)"
         raise DatasetError(f"{what}[{row}, {col}] is {value[row, col]} (episode {e}, step {step}); {name} must be "
-                           "finite")  # fmt: skip
+                           f"{rule}")  # fmt: skip
 
 
 @dataclass
@@ -272,6 +274,8 @@ class DemoDataset:
                 raise DatasetError(f"{where}: its env records {key}={recorded}, but the arrays have {dim} columns")
         for name in ("obs", "actions", "expert_actions"):
             check_finite(getattr(self, name), self.lengths, f"{where}: {name}")
+        for name in ("actions", "expert_actions"):  # the format's unit box: a label past it the policy cannot act
+            check_finite(getattr(self, name), self.lengths, f"{where}: {name}", 1.0 + 1e-6)
 
     def check_compatible(self, cfg: EnvConfig, env: Any, where: str = "dataset") -> None:
         """Refuse a dataset recorded on another env, task version, observation layout or size, or

@@ -483,6 +483,9 @@ DEMOS = {
                      r"obs\[\d+, 0\] is -inf \(episode 2"),
     "nan_labels": (npz(_arr("expert_actions", _at((7, 1), np.nan))), r"expert_actions\[7, 1\] is nan"),
     "inf_actions": (npz(_arr("actions", _at((0, 0), np.inf))), r"actions\[0, 0\] is inf"),
+    "labels_past_the_unit_box": (npz(_arr("expert_actions", _at((6, 1), 3.5))),
+                                 r"expert_actions\[6, 1\] is 3.5 \(episode 0, step 6\); expert_actions must be in "
+                                 r"\[-1, 1\]"),  # fmt: skip
     "string_obs": (npz(_arr("obs", lambda a: a.astype(str))), r"obs holds <U\d+ values, not numbers"),
     "object_array": (npz(lambda a: a.update(env=np.array([{"task": "Reach"}], dtype=object))),
                      r"array 'env' cannot be read safely"),
