@@ -325,17 +325,9 @@ def exact_settings(policy: Policy, num_worlds: int, split: int, threads: int | N
     bounds = split_bounds(num_worlds, split)
     with torch_threads(threads):
         parts = [_traced(module, policy, probe[part]) for part in bounds]
-    sizes = [part.stop - part.start for part in bounds]
-    if split > 1 and not all(len(trace) == len(reference) for trace in parts):
+    pairs = zip(parts, bounds, strict=True)
+    if split > 1 and not all(_equal(trace, _rows(reference, num_worlds, part)) for trace, part in pairs):
         split = 1
-    elif split > 1:
-        for k, whole in enumerate(reference):
-            pieces = [trace[k] for trace in parts]
-            rows = whole.dim() and whole.shape[0] == num_worlds and all(
-                t.dim() and t.shape[0] == n for t, n in zip(pieces, sizes, strict=True))  # fmt: skip
-            if not (torch.equal(torch.cat(pieces), whole) if rows else all(torch.equal(t, whole) for t in pieces)):
-                split = 1
-                break
     return split, threads
 
 
@@ -352,16 +344,21 @@ def exact_rows(policy: Policy, total: int, start: int, stop: int, threads: int |
     n = stop - start
     generator = torch.Generator().manual_seed(0)
     probes = [torch.randn((total, policy.obs_dim), generator=generator) for _ in range(4)]
-    references = [[t[start:stop] if t.dim() and t.shape[0] == total else t for t in _traced(policy, policy, probe)]
-                  for probe in probes]  # fmt: skip
+    references = [_rows(_traced(policy, policy, probe), total, slice(start, stop)) for probe in probes]
     candidates = [n, *(2**k for k in range(4, max(total - 1, 1).bit_length()) if n < 2**k < total), total]
     for rows in dict.fromkeys(candidates):
         with torch_threads(threads):
             traces = [_traced(policy, RowPadded(policy, rows), probe[start:stop]) for probe in probes]
-        padded = [[t[:n] if t.dim() and t.shape[0] == rows else t for t in trace] for trace in traces]
+        padded = [_rows(trace, rows, slice(0, n)) for trace in traces]
         if all(_equal(trace, ref) for trace, ref in zip(padded, references, strict=True)):
             return None if rows == n else rows
     return None
+
+
+def _rows(trace: list[torch.Tensor], total: int, part: slice) -> list[torch.Tensor]:
+    """Rows `part` of each tensor of `trace` that holds one row per world of a call on `total`
+    worlds; any other tensor (a parameter's output) as it is."""
+    return [t[part] if t.dim() and t.shape[0] == total else t for t in trace]
 
 
 def _equal(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
