@@ -117,9 +117,14 @@ def _train(cfg: DictConfig) -> float | None:
         _job_fail(str(err), 2)
         return None
     from grpo_robot.checkpoint import WriteError
+    from grpo_robot.hooks import Refused
 
     try:
         summary = trainer.run()
+    except Refused as err:  # a hook refused it before any work (a logger's service, an env that cannot film)
+        _remove_unstarted(Path(run_dir))
+        _job_fail(str(err), 2)
+        return None
     except (WriteError, ValueError) as err:  # the run directory cannot be written or locked
         _job_fail(str(err), 1)
         return None

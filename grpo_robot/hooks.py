@@ -260,7 +260,13 @@ def _close_quietly(writer) -> None:
         pass
 
 
-class LoggerError(ValueError):
+class Refused(ValueError):
+    """A hook's `on_begin` refused the run before any work (a logger's service, a filming env that
+    cannot render); the message is one line. The command line removes the run directory it made
+    for the run and exits with code 2, as for a bad setting."""
+
+
+class LoggerError(Refused):
     """A logger's service refused the run; the message is one line."""
 
 
@@ -332,7 +338,10 @@ class Videos(Hook):
         render is one line now, not after the training it would have ended."""
         from grpo_robot import video
 
-        self.env = video.make_video_env(trainer.cfg, self.episodes)
+        try:
+            self.env = video.make_video_env(trainer.cfg, self.episodes)
+        except ValueError as err:
+            raise Refused(str(err)) from None
         if trainer.cfg.env.group_start == "clone":
             log.warning("videos: %s", video.NEW_EPISODES)
 

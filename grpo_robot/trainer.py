@@ -263,12 +263,14 @@ class Trainer:
         rundir.lock(self.run_dir, "run directory")
         for stale in (self.run_dir / "checkpoints").glob(".*.tmp"):  # a write cut short by SIGKILL
             stale.unlink(missing_ok=True)
-        checkpoint.write_text_atomic(self.run_dir / "resolved_config.yaml", OmegaConf.to_yaml(self._config_record))
         self.start_time = time.perf_counter()
         try:
-            for hook in self.hooks:
+            for hook in self.hooks:  # a hook that refuses the run (hooks.Refused) finds nothing written yet
                 hook.on_begin(self)
+            checkpoint.write_text_atomic(self.run_dir / "resolved_config.yaml", OmegaConf.to_yaml(self._config_record))
         except BaseException:
+            for hook in self.hooks:
+                hook.close()
             if locked_here:
                 rundir.release(self.run_dir)
             raise

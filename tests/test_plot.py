@@ -82,11 +82,12 @@ def test_wandb_online_without_a_login_is_one_line_before_any_work(tmp_path, monk
     out = run_main("train", "env=reach", "loggers=[tensorboard,wandb]", "wandb.project=p", "iterations=1",
                    "algo.groups_per_iter=2", "algo.group_size=2", "algo.minibatches=1", "pretrain=true",
                    "demos.episodes=2", "bc.max_steps=2", "progress=false", f"hydra.run.dir={run}")  # fmt: skip
-    assert out.code == 1 and len(out.error_lines) == 1, out.stderr[-3000:]
+    assert out.code == 2 and len(out.error_lines) == 1, out.stderr[-3000:]
     assert out.error_lines[0].startswith("error: loggers=[...,wandb]: Weights & Biases could not start a run ("), \
         out.error_lines[0]  # fmt: skip
     assert "Traceback" not in out.stderr
     assert not (run / "bc.pt").exists() and not (run / "checkpoints").exists()  # the clone was not made first
+    assert not run.exists() or {p.name for p in run.iterdir()} == {"wandb"}, list(run.iterdir())  # no empty run
 
 
 def test_wandb_offline_logs_the_tensorboard_metric_names_and_videos(tmp_path):

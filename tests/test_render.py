@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -449,20 +450,15 @@ def test_evaluate_films_a_gymnasium_env_through_its_own_render(tmp_path, vector)
 
 
 def test_an_env_whose_render_gives_no_frame_or_stops_rendering_costs_no_training(tmp_path, caplog):
-    """render() that gives no frame: one line before any training (a frame is rendered when the
-    run begins). render() that stops working mid-run: the videos stop with a warning and the run
-    trains to its end; `scripts/evaluate.py video=N` then fails in one line."""
+    """render() that stops working mid-run: the videos stop with a warning and the run trains to its
+    end; `scripts/evaluate.py video=N` then fails in one line. render() that gives no frame: one
+    line and exit code 2 before any training, and no run directory (a frame is rendered when the
+    run begins)."""
     def cfg(**kwargs):
         env = EnvConfig(task=None, entry_point="toy_envs:Renders", horizon=10, kwargs=kwargs)
         return small_config(env=env, iterations=3, eval_every=1, eval_seeds=4, video_every=1, video_episodes=2,
                             algo=AlgoConfig(group_size=2, groups_per_iter=2, minibatches=1))  # fmt: skip
 
-    trainer = Trainer(cfg(frames=0), tmp_path / "none")
-    with pytest.raises(ValueError, match=r"^video: toy_envs:Renders: world 0 \(seed \d+\) could not render: "
-                                         r"render\(\) returned"):  # fmt: skip
-        trainer.run()
-    trainer.close()
-    assert not (tmp_path / "none" / "checkpoints").exists()
     trainer = Trainer(cfg(frames=12), tmp_path / "stops")  # the probe's frame, then the first film's 11
     with caplog.at_level("WARNING"):
         summary = trainer.run()
@@ -479,6 +475,12 @@ def test_an_env_whose_render_gives_no_frame_or_stops_rendering_costs_no_training
     assert out.code == 1 and "Traceback" not in out.stderr, out.stderr
     assert out.stderr.strip().splitlines()[-1].startswith("error: videos: toy_envs:Renders") and \
         "GL context lost" in out.stderr  # fmt: skip
+    out = run_main("train", "env=gym", "env.entry_point=toy_envs:Renders", "env.horizon=10", "+env.kwargs.frames=0",
+                   "video_every=1", "video_episodes=2", f"hydra.run.dir={tmp_path / 'none'}")  # fmt: skip
+    assert out.code == 2 and len(out.error_lines) == 1 and re.match(
+        r"error: video: toy_envs:Renders: world 0 \(seed \d+\) could not render: render\(\) returned",
+        out.error_lines[0]), out.stderr[-2000:]  # fmt: skip
+    assert not (tmp_path / "none").exists()  # refused before any work: no run directory left
 
 
 def test_films_of_an_env_that_ignores_its_seed_say_they_are_new_episodes(tmp_path):
