@@ -14,6 +14,7 @@ getting sharper, so its held-out likelihood worsens long before its chosen actio
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 import time
@@ -26,7 +27,7 @@ import numpy as np
 import torch
 
 from grpo_robot import checkpoint
-from grpo_robot.config import BCConfig, PolicyConfig, TrainConfig, config_dict, policy_kwargs
+from grpo_robot.config import BCConfig, DemoConfig, PolicyConfig, TrainConfig, config_dict, policy_kwargs
 from grpo_robot.demos import DemoDataset
 from grpo_robot.policies import Policy, build_policy
 from grpo_robot.update import TrainingDiverged
@@ -83,7 +84,8 @@ def behaviour_clone(policy: Policy, data: DemoDataset, cfg: BCConfig, device: to
         )
     device = torch.device(device)
     policy.to(device).train()
-    train_ep, val_ep = split_episodes(data.n_episodes, cfg.val_fraction, cfg.seed)
+    seed = 0 if cfg.seed is None else cfg.seed  # a BCConfig of its own (pretrain_bc.py, the API): 0
+    train_ep, val_ep = split_episodes(data.n_episodes, cfg.val_fraction, seed)
     episode = data.episode_index()
     labels = data.expert_actions if cfg.labels == "expert" else data.actions
     smooth = policy.type == "tokenized" and cfg.token_sigma > 0
@@ -102,7 +104,7 @@ def behaviour_clone(policy: Policy, data: DemoDataset, cfg: BCConfig, device: to
     frozen = set() if cfg.learn_std else {id(p) for p in policy.std_parameters()}
     params = [p for p in policy.parameters() if id(p) not in frozen]
     optimizer = torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    shuffle = torch.Generator().manual_seed(int(np.random.default_rng([cfg.seed, 12]).integers(2**62)))
+    shuffle = torch.Generator().manual_seed(int(np.random.default_rng([seed, 12]).integers(2**62)))
 
     def nll(obs: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         if smooth:
@@ -163,8 +165,8 @@ def clone(
     data: DemoDataset, policy_cfg: PolicyConfig, cfg: BCConfig, device: torch.device | str = "cpu",
     deadline: float | None = None,
 ) -> tuple[Policy, BCResult]:
-    """A new policy of `policy_cfg`, initialized from `cfg.seed`, behaviour-cloned on `data`."""
-    torch.manual_seed(cfg.seed)
+    """A new policy of `policy_cfg`, initialized from `cfg.seed` (null: 0), behaviour-cloned on `data`."""
+    torch.manual_seed(0 if cfg.seed is None else cfg.seed)
     policy = build_policy(policy_cfg.type, data.obs_dim, data.action_dim, **policy_kwargs(policy_cfg))
     return policy, behaviour_clone(policy.to(device), data, cfg, device, deadline)
 
@@ -186,6 +188,14 @@ def checkpoint_from_bc(policy: Policy, cfg: TrainConfig, dataset: str, result: B
     }
 
 
+def run_seeded(cfg: TrainConfig) -> tuple[DemoConfig, BCConfig]:
+    """`cfg.demos` and `cfg.bc` with a null seed taken from the run's `seed`: each training seed
+    draws its own demos, split and initial weights unless they are pinned."""
+    demos = cfg.demos if cfg.demos.seed is not None else dataclasses.replace(cfg.demos, seed=cfg.seed)
+    bc = cfg.bc if cfg.bc.seed is not None else dataclasses.replace(cfg.bc, seed=cfg.seed)
+    return demos, bc
+
+
 def pretrain_stage(cfg: TrainConfig, run_dir: Path, demos: DemoDataset | None, device: torch.device,
                    adopt: Callable[[Policy], Any], deadline: float | None = None) -> dict[str, Any]:  # fmt: skip
     """The `pretrain=true` stage: collect demonstrations (a built-in task's scripted expert, or
@@ -197,7 +207,7 @@ def pretrain_stage(cfg: TrainConfig, run_dir: Path, demos: DemoDataset | None, d
     from grpo_robot.demos import collect_demos, collect_expert_demos
 
     run_dir.mkdir(parents=True, exist_ok=True)
-    d = cfg.demos
+    d, bc_cfg = run_seeded(cfg)
     if demos is not None:
         data, demos_path, collect_stats = demos, Path(str(d.path)), None
     else:
@@ -209,7 +219,7 @@ def pretrain_stage(cfg: TrainConfig, run_dir: Path, demos: DemoDataset | None, d
             data, stats = collect_expert_demos(cfg.env, d.expert, d.episodes, d.noise, d.seed, d.max_attempts)
         demos_path, collect_stats = data.save(run_dir / "demos.npz"), stats.to_json()
         checkpoint.write_text_atomic(run_dir / "demos.json", json.dumps(collect_stats, indent=1))
-    policy, result = clone(data, cfg.policy, cfg.bc, device, deadline)
+    policy, result = clone(data, cfg.policy, bc_cfg, device, deadline)
     bc_eval = adopt(policy)
     record = checkpoint_from_bc(policy, cfg, str(demos_path), result, bc_eval, data.env)
     checkpoint.save_atomic(record, run_dir / "bc.pt")

@@ -280,6 +280,8 @@ def _collect_demos(cfg: DictConfig) -> None:
     except ValueError as err:
         _fail(str(err))
     d = cfg.demos
+    if d.seed is None:  # null: 0 here (training's null is the run's seed)
+        d.seed = 0
     try:
         if env_cfg.task:
             data, stats = collect_demos(env_cfg.task, d.episodes, d.noise, d.seed, d.max_attempts,
@@ -342,6 +344,8 @@ def _pretrain_bc(cfg: DictConfig) -> None:
         env_cfg = validate_pretrain(cfg)
         policy_cfg: PolicyConfig = OmegaConf.to_object(cfg.policy)
         bc_cfg = OmegaConf.to_object(cfg.bc)
+        if bc_cfg.seed is None:  # null: 0 here (training's null is the run's seed)
+            bc_cfg.seed = 0
         if env_cfg is not None:
             pass
         elif str(cfg.dataset).endswith(".npz"):  # the env it records, with the settings given (+env.horizon=...)

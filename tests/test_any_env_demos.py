@@ -542,3 +542,29 @@ def test_expert_demos_on_an_env_that_ignores_its_seed_are_refused_unless_cloned(
         collect_expert_demos(toy("GlobalRandomReach"), "toy_envs:point_expert", 2)
     data, _ = collect_expert_demos(toy("GlobalRandomReach", group_start="clone"), "toy_envs:point_expert", 2)
     np.testing.assert_array_equal(data.seeds, [-1, -1])
+
+
+def test_each_training_seed_draws_its_own_demos_and_clone_unless_they_are_pinned(tmp_path):
+    """`seed=0` and `seed=1` with `pretrain=true` collected the same demos and cloned the same
+    policy (demos.seed and bc.seed were 0 whatever the run's seed; only the *_bc presets tied
+    them to it): a seed sweep trained one clone N times. Null, now the default, is the run's seed."""
+    def pipeline(seed: int, **pinned) -> tuple[np.ndarray, dict, dict]:
+        cfg = TrainConfig(env=toy("PointReach", horizon=30), policy=PolicyConfig(hidden_sizes=[32, 32]),
+                          algo=AlgoConfig(group_size=2, groups_per_iter=2, epochs=1, minibatches=1), pretrain=True,
+                          demos=DemoConfig(expert="toy_envs:point_expert", episodes=3, noise=0.2,
+                                           seed=pinned.get("demos")),
+                          bc=BCConfig(max_steps=20, seed=pinned.get("bc")), iterations=1, eval_seeds=4, seed=seed,
+                          progress=False)  # fmt: skip
+        run = tmp_path / f"{seed}-{sorted(pinned.items())}"
+        Trainer(cfg, run).run()
+        clone = checkpoint.load(run / "bc.pt")
+        return DemoDataset.load(run / "demos.npz").seeds, clone["policy"]["state_dict"], clone["config"]
+
+    seeds0, weights0, config0 = pipeline(0)
+    seeds1, weights1, config1 = pipeline(1)
+    assert not np.array_equal(seeds0, seeds1)  # other demo episodes
+    assert any(not np.array_equal(weights0[k], weights1[k]) for k in weights0)  # another clone
+    assert config1["demos"]["seed"] is None and config1["bc"]["seed"] is None  # as configured: the run's seed
+    pinned = [pipeline(s, demos=0, bc=0) for s in (0, 1)]
+    assert np.array_equal(pinned[0][0], seeds0) and np.array_equal(pinned[1][0], seeds0)
+    assert all(np.array_equal(pinned[1][1][k], weights0[k]) for k in weights0)  # seed 0's clone, pinned

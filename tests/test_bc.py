@@ -89,7 +89,7 @@ def test_demos_of_a_built_in_task_keep_the_env_configs_horizon_and_outcome():
 
 def test_a_clone_whose_loss_goes_non_finite_keeps_its_best_weights_or_says_it_diverged():
     data, _ = collect_demos("Reach", 4, nthread=1)
-    policy_cfg, cfg = PolicyConfig(hidden_sizes=[16]), BCConfig(max_steps=50, eval_every=1, val_fraction=0.25)
+    policy_cfg, cfg = PolicyConfig(hidden_sizes=[16]), BCConfig(max_steps=50, eval_every=1, val_fraction=0.25, seed=0)
     with pytest.raises(BCDiverged, match=r"^behaviour cloning diverged: the training loss was nan at step 2, before "
                                          r"any finite evaluation; lower bc.lr \(now inf\)$"):
         clone(data, policy_cfg, replace(cfg, lr=float("inf"), eval_every=5))  # it used to return the initial weights

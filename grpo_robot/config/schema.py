@@ -354,7 +354,9 @@ class DemoConfig:
     expert: str | None = None
     episodes: int = 10  # successful episodes to keep
     noise: float = 0.0  # std of Gaussian noise on the executed actions; the labels stay the expert's
-    seed: int = 0  # picks the demo seeds and the noise; in [0, 1000)
+    # picks the demo seeds and the noise; in [0, 1000); null: the run's `seed` (scripts/train.py),
+    # 0 (scripts/collect_demos.py)
+    seed: int | None = None
     max_attempts: int | None = None  # episodes to try at most; null = 10 x episodes + 64
     # train: a dataset to clone instead of collecting: a .npz of this project, a Minari dataset
     # (its directory, or minari:<dataset id>) or a robomimic-layout .hdf5 (grpo_robot/datasets.py)
@@ -377,7 +379,8 @@ class BCConfig:
     learn_std: bool = False
     token_sigma: float = 8.0  # tokenized: targets are a Gaussian this many bins wide around the action; 0 = one-hot
     labels: str = choice("expert", "executed")  # expert: the expert's clean actions | executed: the noisy actions taken
-    seed: int = 0  # split, shuffling and initial weights
+    # split, shuffling and initial weights; null: the run's `seed` (train.py), 0 (pretrain_bc.py)
+    seed: int | None = None
 
 
 @dataclass

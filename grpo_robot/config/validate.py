@@ -182,7 +182,7 @@ RANGES: dict[tuple[type, str], Range] = {
         1, MAX_DEMO_EPISODES, guard=True, why="they are collected before anything else is printed"
     ),  # fmt: skip
     (DemoConfig, "noise"): Range(0, 10, why="a std on actions that live in [-1, 1]"),
-    (DemoConfig, "seed"): Range(0, DEMO_RUNS, high_open=True),
+    (DemoConfig, "seed"): Range(0, DEMO_RUNS, high_open=True, null="the run's seed; 0 for collect_demos.py"),
     (DemoConfig, "max_attempts"): Range(
         1, DEMO_SEEDS_PER_RUN, guard=True, why="the seeds of one demo run", null="10 x episodes + 64"
     ),  # fmt: skip
@@ -196,7 +196,8 @@ RANGES: dict[tuple[type, str], Range] = {
     (BCConfig, "eval_every"): Range(1),
     (BCConfig, "patience"): Range(1),
     (BCConfig, "token_sigma"): Range(0),
-    (BCConfig, "seed"): Range(0, MAX_SEED, high_open=True, why="one 32-bit word of every stream's key"),
+    (BCConfig, "seed"): Range(0, MAX_SEED, high_open=True, why="one 32-bit word of every stream's key",
+                              null="the run's seed; 0 for pretrain_bc.py"),  # fmt: skip
     (RolloutConfig, "workers"): Range(1, 1024, guard=True),
     (RolloutConfig, "cpus_per_worker"): Range(0, 1024, low_open=True),
     (RolloutConfig, "worker_timeout_s"): Range(0, 86400, low_open=True, why="seconds; 86400 is a day"),
@@ -400,9 +401,9 @@ def validate(cfg: TrainConfig) -> None:
     lo_hi = list(sampling.keep_range)
     _check(len(lo_hi) == 2 and 0 <= lo_hi[0] < lo_hi[1] <= 1, "algo.dynamic_sampling.keep_range", lo_hi,
            "must be [low, high] with 0 <= low < high <= 1")  # fmt: skip
-    if cfg.pretrain and cfg.demos.seed == cfg.seed and not 0 <= cfg.seed < DEMO_RUNS:
-        # the *_bc presets set demos.seed: ${seed}: the value the command line gave is the run's seed
-        raise ConfigError(f"seed={cfg.seed} is invalid with pretrain=true and demos.seed=${{seed}} (the *_bc presets): "
+    if cfg.pretrain and cfg.demos.seed in (None, cfg.seed) and not cfg.demos.path and not 0 <= cfg.seed < DEMO_RUNS:
+        # demos.seed null (the default) or ${seed} (the *_bc presets): the value the command line gave is the run's seed
+        raise ConfigError(f"seed={cfg.seed} is invalid with pretrain=true and demos.seed=null or ${{seed}}: "
                           f"the demo run's seed must be in [0, {DEMO_RUNS}); give a seed below {DEMO_RUNS}, or "
                           f"demos.seed=<one in [0, {DEMO_RUNS})>")  # fmt: skip
     check_values(cfg)  # the top-level keys (and anything nested not checked above)
