@@ -181,7 +181,10 @@ def _evaluate(cfg: DictConfig) -> None:
         policy = checkpoint.policy_from_record(ckpt["policy"], device)
         if cfg.decode is not None:
             policy.decode = cfg.decode
-        env = make_eval_env(train_cfg, cfg.n_seeds)
+        worlds = cfg.worlds
+        if worlds is None and ckpt.get("kind") == "bc":  # its config's algo was never chosen: pretrain_bc.py's worlds
+            worlds = PretrainConfig.eval_worlds
+        env = make_eval_env(train_cfg, cfg.n_seeds, worlds=worlds)
         try:  # the env as built now still observes what the policy was trained on
             checkpoint.check_env(ckpt, train_cfg.env, f"checkpoint={path}", env)
         except ValueError:
@@ -282,6 +285,10 @@ def _collect_demos(cfg: DictConfig) -> None:
     d = cfg.demos
     if d.seed is None:  # null: 0 here (training's null is the run's seed)
         d.seed = 0
+    unused = {"task": cfg.env is not None, "nthread": not env_cfg.task}  # env= decides / a Gymnasium env's own
+    for key in sorted(k for k, ignored in unused.items() if ignored and k in _touched):
+        why = f"env= names the env ({env_name(env_cfg)})" if key == "task" else "a built-in task's physics threads"
+        log.warning("%s=%s does nothing here: %s", key, cfg[key], why)
     try:
         if env_cfg.task:
             data, stats = collect_demos(env_cfg.task, d.episodes, d.noise, d.seed, d.max_attempts,
@@ -350,7 +357,9 @@ def _pretrain_bc(cfg: DictConfig) -> None:
             pass
         elif str(cfg.dataset).endswith(".npz"):  # the env it records, with the settings given (+env.horizon=...)
             given = OmegaConf.to_container(cfg.env, resolve=True) if cfg.env is not None else {}
-            env_cfg = env_config({**env_config_dict(env_config(DemoDataset.load(cfg.dataset).env_config)), **given})
+            recorded = env_config_dict(env_config(DemoDataset.load(cfg.dataset).env_config))
+            kwargs = {**(recorded.get("kwargs") or {}), **(given.get("kwargs") or {})}  # +env.kwargs.k=v adds to them
+            env_cfg = env_config({**recorded, **given, **({"kwargs": kwargs} if kwargs else {})})
         else:
             raise ConfigError(f"dataset={cfg.dataset}: say which env it is for, as training does (env=<preset> or "
                               "env=gym env.id=...)")  # fmt: skip
@@ -360,11 +369,16 @@ def _pretrain_bc(cfg: DictConfig) -> None:
         data = load_demos(cfg.dataset, env_cfg, env, key="dataset")
     except (ValueError, FileNotFoundError) as err:
         _fail(str(err))
+    from grpo_robot.signals import Interrupted, SignalGuard
+
     device = resolve_device(cfg.device)
     try:
-        policy, result = clone(data, policy_cfg, bc_cfg, device)
+        with SignalGuard() as guard, guard.abandonable():  # Ctrl-C or SIGTERM: one line, not a traceback
+            policy, result = clone(data, policy_cfg, bc_cfg, device)
     except BCDiverged as err:
         _fail(str(err), code=1)
+    except Interrupted as stop:
+        _fail(f"stopped by {stop} during behaviour cloning; nothing saved", code=128 + stop.signum)
     score = "held-out action MSE" if result.val_episodes else "training loss"  # no episode held out: no MSE
     print(
         f"behaviour cloning on {result.train_episodes} episodes ({result.val_episodes} held out): "
@@ -372,17 +386,6 @@ def _pretrain_bc(cfg: DictConfig) -> None:
     )
     from grpo_robot.gym_vector import EnvFailure
 
-    evaluation, failed = None, None
-    if cfg.eval_seeds > 0:
-        eval_env = make_eval_env(train_cfg, cfg.eval_seeds)
-        try:
-            evaluation = evaluate(eval_env, policy, eval_seeds(cfg.eval_seeds), device, True, None,
-                                  env_cfg.outcome == "final_step")  # fmt: skip
-            print(f"{eval_env.name}, deterministic, on {cfg.eval_seeds} held-out seeds: {evaluation.summary()}")
-        except EnvFailure as err:  # the clone is saved all the same, without an evaluation
-            failed = str(err)
-        finally:
-            eval_env.close()
     env.close()
     dataset = Path(str(cfg.dataset).rstrip("/"))
     if dataset.is_file():  # next to the file; for a dataset directory or id, in the working directory
@@ -390,11 +393,34 @@ def _pretrain_bc(cfg: DictConfig) -> None:
     else:
         default = Path(f"{dataset.name}_bc_{policy_cfg.type}.pt")
     output = Path(cfg.output) if cfg.output else rundir.fresh_file(default)  # a default never replaces a clone
+
+    def save(evaluation) -> None:
+        try:
+            record = checkpoint_from_bc(policy, train_cfg, str(cfg.dataset), result, evaluation, data.env)
+            checkpoint.save_atomic(record, output)
+        except (OSError, ValueError) as err:  # a full disk, or a clone with non-finite weights
+            _fail(str(err), code=1)
+
+    save(None)  # the clone is kept whatever becomes of its evaluation (a signal, a failing env)
+    if cfg.eval_seeds == 0:
+        print(f"checkpoint: {output}")
+        return
+    failed = None
+    eval_env = make_eval_env(train_cfg, cfg.eval_seeds, worlds=cfg.eval_worlds)
     try:
-        record = checkpoint_from_bc(policy, train_cfg, str(cfg.dataset), result, evaluation, data.env)
-        checkpoint.save_atomic(record, output)
-    except (OSError, ValueError) as err:  # a full disk, or a clone with non-finite weights
-        _fail(str(err), code=1)
+        with SignalGuard() as guard, guard.abandonable():  # Ctrl-C or SIGTERM abandons the evaluation at once
+            evaluation = evaluate(eval_env, policy, eval_seeds(cfg.eval_seeds), device, True, None,
+                                  env_cfg.outcome == "final_step")  # fmt: skip
+        print(f"{eval_env.name}, deterministic, on {cfg.eval_seeds} held-out seeds: {evaluation.summary()}")
+        save(evaluation)
+    except EnvFailure as err:  # the clone stays saved, without an evaluation
+        failed = str(err)
+    except Interrupted as stop:
+        print(f"checkpoint: {output}")
+        _fail(f"stopped by {stop} during the held-out evaluation; the clone is saved without one: {output}",
+              code=128 + stop.signum)  # fmt: skip
+    finally:
+        eval_env.close()
     print(f"checkpoint: {output}")
     if failed is not None:
         _fail(f"the held-out evaluation failed: {failed}; the clone is saved without one: {output}", code=1)
@@ -733,10 +759,10 @@ def _run(config_name: str, task) -> None:
             _fail(hydra_error_line(err, base))
         if sweeps and not multirun:
             _fail(f"{sweeps[0]} is a sweep (several values): add -m to run one job per value, or give one value")
+        _touched.clear()
+        _touched.update(_touched_keys(overrides, configs[0]))
         if config_name == "config":
             try:
-                _touched.clear()
-                _touched.update(_touched_keys(overrides, configs[0]))
                 flags = [a for a in args if a in ("-m", "--multirun")]  # first: Hydra reads overrides after it
                 rest = [a for a in args if a not in flags]
                 sys.argv = [sys.argv[0], *flags, *rest, *_run_dir_overrides(configs[0], overrides, multirun)]

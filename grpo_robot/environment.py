@@ -63,15 +63,18 @@ def make_env(cfg: EnvConfig, num_worlds: int) -> GroupEnv:
     return GymGroupEnv(cfg, num_worlds)
 
 
-def make_eval_env(cfg: TrainConfig, n_seeds: int, train_env: GroupEnv | None = None) -> GroupEnv:
+def make_eval_env(cfg: TrainConfig, n_seeds: int, train_env: GroupEnv | None = None,
+                  worlds: int | None = None) -> GroupEnv:  # fmt: skip
     """The env that evaluates `n_seeds` held-out seeds. Built-in worlds are cheap: one per seed. A
-    Gymnasium env evaluates in chunks on at most the training worlds (`train_env` itself when
-    given), so a 200-seed evaluation does not build 200 more envs."""
+    Gymnasium env evaluates in chunks on at most `worlds` worlds (default: the training worlds;
+    `train_env` itself when given), so a 200-seed evaluation does not build 200 more envs."""
     if cfg.env.task:
         return make_env(cfg.env, n_seeds)
     if train_env is not None:
         return train_env
-    return make_env(cfg.env, min(n_seeds, cfg.algo.groups_per_iter * cfg.algo.group_size))
+    if worlds is None:
+        worlds = cfg.algo.groups_per_iter * cfg.algo.group_size
+    return make_env(cfg.env, min(n_seeds, worlds))
 
 
 # -- what an env is: recorded with datasets and checkpoints, and compared before they are used --

@@ -568,3 +568,68 @@ def test_each_training_seed_draws_its_own_demos_and_clone_unless_they_are_pinned
     pinned = [pipeline(s, demos=0, bc=0) for s in (0, 1)]
     assert np.array_equal(pinned[0][0], seeds0) and np.array_equal(pinned[1][0], seeds0)
     assert all(np.array_equal(pinned[1][1][k], weights0[k]) for k in weights0)  # seed 0's clone, pinned
+
+
+def test_pretrain_bc_keeps_its_dataset_and_its_kwargs_and_evaluates_on_a_few_worlds(tmp_path):
+    """`pretrain_bc.py output=<the dataset>` replaced the demos with the clone; `+env.kwargs.k=v`
+    replaced the kwargs the dataset records (then refused it as another env); the evaluation built
+    one env per seed (200 by default, 200 processes with env.vector=async) with no way to bound it;
+    collect_demos.py's `task=` and `nthread=` did nothing for a Gymnasium env without a word."""
+    import toy_envs
+    from cli_harness import run_main
+
+    demos = tmp_path / "d.npz"
+    out = run_main("collect_demos", "env=gym", "env.entry_point=toy_envs:CountedReach", "env.horizon=30",
+                   "+env.kwargs.tolerance=0.08", "demos.expert=toy_envs:point_expert", "demos.episodes=3",
+                   "task=LiftCube", "nthread=1", f"output={demos}")  # fmt: skip
+    assert out.code == 0, out.stderr
+    warned = [line for line in (out.stdout + out.stderr).splitlines() if "does nothing here" in line]
+    assert len(warned) == 2 and "nthread=1 does nothing here" in warned[0] and "task=LiftCube" in warned[1], warned
+    before = demos.read_bytes()
+    out = run_main("pretrain_bc", f"dataset={demos}", f"output={demos}")
+    assert out.code == 2 and out.error_lines == [f"error: output={str(demos)!r} is invalid: must not be the dataset "
+                                                 "itself: the clone would replace it"], out.stderr  # fmt: skip
+    assert demos.read_bytes() == before
+    toy_envs.CountedReach.built = 0
+    out = run_main("pretrain_bc", f"dataset={demos}", "+env.kwargs.sleep_s=0", "bc.max_steps=10", "eval_seeds=40",
+                   f"output={tmp_path / 'bc.pt'}")  # fmt: skip
+    assert out.code == 0, out.stderr
+    assert "on 40 held-out seeds" in out.stdout and toy_envs.CountedReach.built == 1 + 16, toy_envs.CountedReach.built
+    kwargs = checkpoint.load(tmp_path / "bc.pt")["config"]["env"]["kwargs"]
+    assert kwargs == {"tolerance": 0.08, "sleep_s": 0}, kwargs  # the dataset's, and the one added
+    toy_envs.CountedReach.built = 0
+    out = run_main("evaluate", f"checkpoint={tmp_path / 'bc.pt'}", "n_seeds=12", "worlds=4")
+    assert out.code == 0 and toy_envs.CountedReach.built == 4, (out.stderr, toy_envs.CountedReach.built)
+
+
+def test_a_signal_during_pretrain_bcs_evaluation_keeps_the_clone_and_is_one_line(tmp_path):
+    """Ctrl-C while the clone was evaluated: a traceback, and the trained clone was never written."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from cli_harness import run_main
+
+    demos, bc = tmp_path / "d.npz", tmp_path / "bc.pt"
+    out = run_main("collect_demos", "env=gym", "env.entry_point=toy_envs:CountedReach", "env.horizon=30",
+                   "+env.kwargs.sleep_s=0.01", "demos.expert=toy_envs:point_expert", "demos.episodes=3",
+                   f"output={demos}")  # fmt: skip
+    assert out.code == 0, out.stderr
+    script = Path(__file__).parents[1] / "scripts" / "pretrain_bc.py"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
+    args = [sys.executable, str(script), f"dataset={demos}", "bc.max_steps=10", "eval_seeds=200", f"output={bc}"]
+    proc = subprocess.Popen(args, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not bc.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    time.sleep(0.5)  # into the evaluation (200 seeds on 16 worlds at 10 ms a step: about 20 s)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (proc.returncode, stderr[-2000:])
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert "Traceback" not in stderr and lines[-1] == ("error: stopped by SIGINT during the held-out evaluation; the "
+                                                       f"clone is saved without one: {bc}"), stderr[-2000:]  # fmt: skip
+    clone = checkpoint.load(bc, purpose="evaluate")
+    assert clone["kind"] == "bc" and clone["eval"] is None

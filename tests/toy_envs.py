@@ -608,3 +608,21 @@ class RendersGlobalRandom(Renders):
         super().reset(seed=seed)
         self.goal = np.random.uniform(-0.5, 0.5, size=2)  # noqa: NPY002 (the point of this env)
         return self._obs(), {}
+
+
+class CountedReach(PointReach):
+    """PointReach that counts its instances (`built`) and can be slowed (`sleep_s` per step)."""
+
+    built = 0
+
+    def __init__(self, tolerance: float = 0.1, sleep_s: float = 0.0):
+        super().__init__(tolerance)
+        self.sleep_s = sleep_s
+        CountedReach.built += 1
+
+    def step(self, action):
+        if self.sleep_s:
+            import time
+
+            time.sleep(self.sleep_s)
+        return super().step(action)

@@ -493,6 +493,9 @@ class EvalConfig:
     # null = the checkpoint's
     decode: str | None = None
     seed: int = 0  # sampling seed when deterministic=false
+    # a Gymnasium env's worlds, which run the seeds in chunks of this many (built-in tasks run one
+    # world per seed); null = the run's training worlds, 16 for a clone of pretrain_bc.py
+    worlds: int | None = None
     device: str = "auto"
     output: str | None = None  # per-seed JSON; null = next to the checkpoint
     # episodes to film as MP4 (half successes, half failures when both occur); 0 = none
@@ -523,5 +526,8 @@ class PretrainConfig:
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     bc: BCConfig = field(default_factory=BCConfig)
     eval_seeds: int = 200  # held-out seeds to evaluate the clone on; 0 skips
+    # a Gymnasium env's worlds for that evaluation, which runs the seeds in chunks of this many (each
+    # world is an env instance; a process with env.vector=async); built-in tasks run one per seed
+    eval_worlds: int = 16
     device: str = "auto"
     output: str | None = None  # checkpoint path; null = <dataset stem>_bc_<policy.type>.pt next to the dataset

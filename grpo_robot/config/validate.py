@@ -222,6 +222,8 @@ RANGES: dict[tuple[type, str], Range] = {
     (RenderConfig, "height"): Range(16, MAX_FRAME[1], guard=True, why="pixels"),
     (EvalConfig, "n_seeds"): Range(1, MAX_EVAL_SEEDS, guard=True, why="the held-out seed range"),
     (EvalConfig, "seed"): Range(0, MAX_SEED, high_open=True, why="one 32-bit word of every stream's key"),
+    (EvalConfig, "worlds"): Range(1, MAX_EVAL_SEEDS, guard=True, null="the run's training worlds"),
+    (PretrainConfig, "eval_worlds"): Range(1, MAX_EVAL_SEEDS, guard=True),
     (CollectDemosConfig, "nthread"): Range(1, null="all cores"),  # and at most the cores (validate_collect)
     (PretrainConfig, "eval_seeds"): Range(0, MAX_EVAL_SEEDS, guard=True, why="0 skips the evaluation"),
 }
@@ -692,6 +694,8 @@ def validate_pretrain(cfg: PretrainConfig) -> EnvConfig | None:
     check_values(cfg)
     validate_device(cfg.device)
     _check_output_file(cfg.output, "the checkpoint's")
+    if cfg.output and Path(str(cfg.output)).resolve() == Path(str(cfg.dataset)).resolve():
+        _check(False, "output", cfg.output, "must not be the dataset itself: the clone would replace it")
     if env is not None:
         train_cfg = TrainConfig(env=env, policy=cfg.policy, bc=cfg.bc, eval_seeds=max(cfg.eval_seeds, 1))
         check_memory(train_cfg, eval_seeds=cfg.eval_seeds, eval_key="eval_seeds", train=False)
