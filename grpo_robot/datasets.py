@@ -225,7 +225,21 @@ def _minari(f: Any, main: Path, cfg: EnvConfig, env: Any) -> DemoDataset:
         if spec is not None and not isinstance(spec, dict):
             raise DatasetError(f"{meta_path}: env_spec is a {type(spec).__name__}, not an object")
         if spec:
+            wrappers = [w.get("name", "?") if isinstance(w, dict) else str(w)
+                        for w in spec.get("additional_wrappers") or []]  # fmt: skip
+            if wrappers:  # its observations or actions are the wrappers', which the env as configured does not apply
+                raise DatasetError(
+                    f"{meta_path}: recorded through the wrappers {', '.join(wrappers)} (env_spec.additional_wrappers), "
+                    "which change what the env observes or takes; this toolkit builds the env without them: record "
+                    "the dataset on the bare env"
+                )  # fmt: skip
             ident = {"id": spec.get("id"), "kwargs": spec.get("kwargs") or {}}
+            from grpo_robot.environment import registered_entry_point
+
+            entry = spec.get("entry_point")  # the class it was made from: the same env as a config naming it
+            entry = entry if isinstance(entry, str) and entry else registered_entry_point(ident["id"])
+            if entry:
+                ident["entry_point"] = entry
         source = f"minari {meta.get('dataset_id', main.parent.parent.name)}"
     else:
         source = f"minari {main}"

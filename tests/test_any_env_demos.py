@@ -327,6 +327,33 @@ def test_a_minari_dataset_recorded_on_other_action_bounds_is_refused(tmp_path, f
     )
 
 
+def test_a_minari_dataset_fits_its_envs_entry_point_and_is_refused_when_recorded_through_wrappers(tmp_path,
+                                                                                                    fetch_push):
+    """Its `env_spec` records the class it made (`entry_point`): a config naming that class is the
+    same env, even where the dataset's id is not registered here (it was refused: "differ in id").
+    A dataset recorded through an observation wrapper (`additional_wrappers`) was cloned as if it
+    were the bare env's: 46% became 8% with NormalizeObservation, without a word."""
+    import shutil
+
+    copy = tmp_path / "fetch-push-expert-v0"
+    shutil.copytree(MINARI, copy)
+    meta_file = copy / "data" / "metadata.json"
+    meta = json.loads(meta_file.read_text())
+    spec = json.loads(meta["env_spec"])
+    meta["env_spec"] = json.dumps({**spec, "id": "MyFetchPush-v0"})  # registered by the user's module, not here
+    meta_file.write_text(json.dumps(meta))
+    cfg = EnvConfig(task=None, entry_point=spec["entry_point"], obs_keys=FETCH_PUSH["obs_keys"], horizon=50)
+    _, env = fetch_push
+    data = load_demos(copy, cfg, env)
+    assert data.n_episodes == 10 and data.env["entry_point"] == spec["entry_point"]
+    wrapper = {"name": "NormalizeObservation", "entry_point": "gymnasium.wrappers:NormalizeObservation", "kwargs": {}}
+    meta["env_spec"] = json.dumps({**spec, "additional_wrappers": [wrapper]})
+    meta_file.write_text(json.dumps(meta))
+    with pytest.raises(DatasetError, match=r"metadata.json: recorded through the wrappers NormalizeObservation "
+                                           r"\(env_spec.additional_wrappers\), which change"):  # fmt: skip
+        load_demos(copy, cfg, env)
+
+
 def test_a_robomimic_layout_file_loads_for_robosuite_lift():
     keys = ["object-state", "robot0_eef_pos", "robot0_eef_quat", "robot0_gripper_qpos"]
     kwargs = {"env_name": "Lift", "robots": "Panda", "controller": None, "obs_keys": keys}
