@@ -67,7 +67,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         except tune.TuneInterrupted as err:
             print(f"error: the search stopped: {err}; the trial is left failed, run the command again to go on",
                   file=sys.stderr)  # fmt: skip
-            return 1
+            import signal
+
+            return 128 + int(getattr(signal, err.signal)) if err.signal else 1  # a stop, not a failure
         except OSError as err:
             print(f"error: --out={args.out}: {err.strerror or err} ({err.filename or args.out})", file=sys.stderr)
             return 1
@@ -75,6 +77,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("error: the search stopped (SIGINT); the trial in progress is left failed, run the command again "
                   "to go on", file=sys.stderr)  # fmt: skip
             return 130
+    if args.report and not (args.out / "study.db").is_file():  # a mistyped --out made an empty study
+        print(f"error: --out={args.out}: no study there (study.db); give the --out of a search", file=sys.stderr)
+        return 2
     try:
         print("\n".join(tune.report(space, args.out)))
     except tune.OtherScoring as err:

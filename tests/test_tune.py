@@ -281,12 +281,15 @@ def test_a_run_ended_by_a_signal_is_not_scored_and_stops_the_search(tmp_path, mo
 
     def interrupted(self):
         summary = run(self)
-        return {**summary, "stopped": "signal"}
+        return {**summary, "stopped": "signal", "signal": "SIGTERM"}
 
     monkeypatch.setattr(Trainer, "run", interrupted)
     enqueue = ("--enqueue", "algo.lr=0.002", "algo.epochs=2", "policy.init_std=1.0")
     code, _, stderr = run_cli(str(space_file), "--out", str(tmp_path / "study"), "--trials", "1", *enqueue)
-    assert code == 1 and "the search stopped" in stderr and "ended by signal" in stderr
+    # 128 + the signal, as train.py exits (it was 1, which a scheduler reads as a failure)
+    assert code == 143 and "the search stopped" in stderr and "ended by SIGTERM" in stderr, (code, stderr)
+    code, _, stderr = run_cli(str(space_file), "--out", str(tmp_path / "studyy"), "--report")  # mistyped: no study
+    assert code == 2 and "no study there" in stderr and not (tmp_path / "studyy").exists(), stderr
     assert [line for line in stderr.splitlines() if line.strip()] == [stderr.strip()]  # Optuna's warning came first
     assert not (tmp_path / "study" / "runs.jsonl").exists()
     monkeypatch.setattr(Trainer, "run", run)
@@ -446,6 +449,28 @@ def test_a_lucky_first_seed_no_longer_keeps_a_trial_from_being_pruned(tmp_path, 
     monkeypatch.setattr(tune, "train_one", fake_train)
     st = tune.run(space, tmp_path / "study", 5, log=lambda line: None)
     assert st.trials[4].state.name == "PRUNED" and st.trials[4].intermediate_values == {0: 1.0, 1: 5.5}
+
+
+def test_the_report_never_names_a_pruned_trial_best(tmp_path, monkeypatch):
+    """Trials 0-3 cost 10 on seed 0 and 40 on seed 1; trial 4 costs 12 on seed 0 and is pruned
+    there. Optuna keeps its partial mean (12) as its value, and the report ranked it first and named
+    it the best, ahead of every trial that ran both seeds (25)."""
+    space_file = tmp_path / "space.yaml"
+    space_file.write_text(TINY)
+    space = tune.load_space(space_file)
+
+    def fake_train(space, config, run_dir):
+        trial = int(run_dir.parent.name.split("_")[1])
+        cost = 12.0 if trial == 4 else (10.0 if config.seed == 0 else 40.0)
+        return {"seed": config.seed, "cost": cost, "reached": True, "final_success": 0.5, "seconds": 1.0}
+
+    monkeypatch.setattr(tune, "train_one", fake_train)
+    st = tune.run(space, tmp_path / "study", 5, log=lambda line: None)
+    assert st.trials[4].state.name == "PRUNED" and st.trials[4].value == 12.0  # Optuna's partial value
+    report = tune.report(space, tmp_path / "study")
+    rows = [line for line in report if re.match(r"\| \d+ \|", line)]
+    assert [int(r.split("|")[1]) for r in rows][-1] == 4 and "| pruned | 0.00 (1 of 2 seeds) |" in rows[-1], rows
+    assert report[-1].startswith("best: trial 0: "), report[-1]
 
 
 def test_a_study_scored_otherwise_is_refused(tmp_path, monkeypatch):

@@ -107,7 +107,12 @@ def should_prune(st, number: int, step: int, value: float, prune_after: int | No
 
 class TuneInterrupted(RuntimeError):
     """A trial's run ended by a signal or an error: the trial is not scored (it is left failed in
-    the study, and `run` stops); run the command again to go on."""
+    the study, and `run` stops); run the command again to go on. `signal`: the signal's name
+    (`SIGINT`), for the command's exit code."""
+
+    def __init__(self, message: str, signal: str | None = None) -> None:
+        super().__init__(message)
+        self.signal = signal
 
 
 @dataclass(frozen=True)
@@ -422,8 +427,9 @@ def train_one(space: Space, cfg, run_dir: Path) -> dict:
         trainer.close()
     diverged = summary.get("stopped") == "error" and summary.get("diverged")  # the settings' result: censored
     if summary.get("stopped") in ("signal", "error") and not diverged:  # not a measurement: the search stops here
-        raise TuneInterrupted(f"{run_dir} ended by {summary['stopped']}"
-                              + (f": {summary['error']}" if summary.get("error") else ""))  # fmt: skip
+        by = summary.get("signal") or summary["stopped"] if summary["stopped"] == "signal" else "error"
+        raise TuneInterrupted(f"{run_dir} ended by {by}" + (f": {summary['error']}" if summary.get("error") else ""),
+                              summary.get("signal") if summary["stopped"] == "signal" else None)  # fmt: skip
     cost, best = run_cost(space, summary, watch.mean())
     target = summary.get("target") or {}
     return {"seed": cfg.seed, "cost": cost, "reached": bool(target.get("reached")), "env_steps": summary["env_steps"],
@@ -601,7 +607,8 @@ def run(space: Space, out: Path, trials: int, log: Callable[[str], None] = print
 
 
 def report(space: Space, out: Path) -> list[str]:
-    """Markdown lines: the space, and every trial by value (pruned and unfinished ones last).
+    """Markdown lines: the space, and every trial by value (pruned and unfinished ones last); the
+    best is a complete trial's.
     Params that earlier trials searched and the space no longer does get columns of their own,
     and so do the fixed overrides when they differ between trials, so that trials run under
     another space are told apart."""
@@ -620,13 +627,18 @@ def report(space: Space, out: Path) -> list[str]:
         f"{space.budget / div:g} {unit} per run; value: mean {space.objective.replace('_', ' ')} to target", "",
         f"| trial | state | value ({head}) | " + " | ".join(keys + ["fixed"] * show_fixed) + " |",
         "| ---: | --- | ---: |" + " --- |" * (len(keys) + show_fixed)]  # fmt: skip
-    order = sorted(st.trials, key=lambda t: (t.value is None, t.value if t.value is not None else math.inf))
+    # complete trials by value, then pruned ones by the mean of the seeds they ran (Optuna keeps that
+    # partial mean as a pruned trial's value: it is not comparable with a full one), then the rest
+    rank = {"COMPLETE": 0, "PRUNED": 1}
+    order = sorted(st.trials, key=lambda t: (rank.get(t.state.name, 2), math.inf if t.value is None else t.value))
     for t in order:
         value = f"{t.value / div:.2f}" if t.value is not None else "-"
+        if t.state.name == "PRUNED" and t.value is not None:
+            value += f" ({len(t.intermediate_values)} of {len(space.seeds)} seeds)"
         cells = [_fmt(t.params.get(k)) for k in keys] + [fixed[t.number]] * show_fixed
         state = "refused" if "refused" in t.user_attrs else t.state.name.lower()
         lines.append(f"| {t.number} | {state} | {value} | " + " | ".join(cells) + " |")
-    complete = [t for t in st.trials if t.value is not None]
+    complete = [t for t in st.trials if t.state.name == "COMPLETE" and t.value is not None]
     if complete:
         best = min(complete, key=lambda t: t.value)
         values = [f"experiment={space.experiment}", *(f"{k}={_hydra(v)}" for k, v in best.params.items()),
