@@ -137,7 +137,7 @@ def _train(cfg: DictConfig) -> float | None:
         print(f"eval on {len(result.success)} held-out seeds: {result.summary()}")
     print(f"run directory: {summary['run_dir']}")
     last = trainer.checkpoint_path("last")
-    resume = f"continue with: python scripts/train.py resume={summary['run_dir']}"
+    resume = f"continue with: python scripts/train.py {rundir.shell_override('resume', summary['run_dir'])}"
     if summary["stopped"] == "signal":
         import signal
 
@@ -544,14 +544,6 @@ def _without_hydra(cfg: DictConfig) -> DictConfig:
     return cfg
 
 
-def _override_value(path: Path | str) -> str:
-    """`path` as the value of a Hydra override (quoted when it has characters Hydra would parse)."""
-    text = str(path)
-    if re.fullmatch(r"[\w./+@-]+", text):
-        return text
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
 def _run_dir_overrides(cfg: DictConfig, overrides: list[str], multirun: bool) -> list[str]:
     """Claim and lock the directory a training run (or a multirun's sweep) writes into, before
     Hydra writes anything there -> the overrides that point Hydra at it (grpo_robot/rundir.py)."""
@@ -576,11 +568,11 @@ def _run_dir_overrides(cfg: DictConfig, overrides: list[str], multirun: bool) ->
         if held:  # its jobs' directories would be reused: each job's files overwritten by a new run's
             raise rundir.RunDirError(f"hydra.sweep.dir={str(sweep)!r} holds runs already ({held}); choose another "
                                      "directory, or continue each run with resume=<its directory>")  # fmt: skip
-        extra = [f"hydra.sweep.dir={_override_value(sweep)}"]
+        extra = [f"hydra.sweep.dir={rundir.override_value(sweep)}"]
         if "hydra.sweep.subdir" not in keys and set(swept) - {"seed"}:  # one directory per job, named by its values
             groups = set(cfg.hydra.runtime.choices.keys()) if "runtime" in cfg.hydra else set()
             parts = [f"{k}=${{hydra:runtime.choices.{k}}}" if k in groups else f"{k}=${{{k}}}" for k in swept]
-            extra.append("hydra.sweep.subdir=" + _override_value(",".join(parts)))
+            extra.append("hydra.sweep.subdir=" + rundir.override_value(",".join(parts)))
         return extra
     if cfg.get("resume"):
         run_dir = _resume_run_dir(str(cfg.resume))
@@ -592,7 +584,7 @@ def _run_dir_overrides(cfg: DictConfig, overrides: list[str], multirun: bool) ->
         if run_dir is not None:  # continue in the run's own directory, its first config kept in .hydra/
             rundir.lock(run_dir, "resume")
             n = 1 + len(list((run_dir / ".hydra").glob("resume-*")))
-            return [f"hydra.run.dir={_override_value(run_dir)}", f"hydra.output_subdir=.hydra/resume-{n}"]
+            return [f"hydra.run.dir={rundir.override_value(run_dir)}", f"hydra.output_subdir=.hydra/resume-{n}"]
     explicit = "hydra.run.dir" in keys
     existed = Path(cfg.hydra.run.dir).is_dir()
     missing = [p for p in Path(cfg.hydra.run.dir).resolve().parents if not p.exists()]  # runs/train/ on a first run
@@ -603,9 +595,10 @@ def _run_dir_overrides(cfg: DictConfig, overrides: list[str], multirun: bool) ->
         _made.update(missing)  # and the folders made to hold it, where they are left empty
     held = rundir.holds_run(run_dir) if explicit else None
     if held:
+        again = rundir.shell_override("resume", run_dir)
         raise rundir.RunDirError(f"hydra.run.dir={str(run_dir)!r} holds a run already ({held}); continue it with "
-                                 f"resume={run_dir}, or choose another directory")  # fmt: skip
-    return [f"hydra.run.dir={_override_value(run_dir)}"]
+                                 f"{again}, or choose another directory")  # fmt: skip
+    return [f"hydra.run.dir={rundir.override_value(run_dir)}"]
 
 
 def _remove_unstarted(run_dir: Path) -> None:

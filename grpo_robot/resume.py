@@ -12,6 +12,7 @@ import copy
 from typing import Any
 
 from grpo_robot.config import TrainConfig, config_dict, migrate, to_train_config
+from grpo_robot.rundir import shell_override
 
 # keys a resumed run may change: budgets, schedules of evaluation and saving, the device, the
 # console, and physics threads (bit-identical for any count)
@@ -75,7 +76,7 @@ def check_same_run(saved: dict[str, Any], cfg: TrainConfig, where: str) -> None:
                     f"{where}: {key}={mine.get(key)!r} differs from the run's {key}={theirs.get(key)!r}; with "
                     "algo.lr_schedule=linear the learning rate decays to 0 over the run's budget, so another budget "
                     "would change what was trained so far: resume with the run's budget, or start a new run "
-                    f"with init_from={where.split('=', 1)[-1]}"
+                    f"with {shell_override('init_from', where.split('=', 1)[-1])}"
                 )  # fmt: skip
     for key in sorted(mine.keys() | theirs.keys()):
         if _is_safe(key) or mine.get(key) == theirs.get(key):

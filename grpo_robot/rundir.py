@@ -13,6 +13,8 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import re
+import shlex
 from pathlib import Path
 
 LOCK_NAME = ".lock"
@@ -136,3 +138,21 @@ def holds_run(path: str | Path) -> str | None:
         if (path / name).exists():
             return name
     return None
+
+
+def override_value(path: Path | str) -> str:
+    """`path` as the value of a Hydra override (quoted when it has characters Hydra would parse,
+    such as the `=` of a multirun job's folder, `seed=0`)."""
+    text = str(path)
+    if re.fullmatch(r"[\w./+@-]+", text):
+        return text
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def shell_override(key: str, path: Path | str) -> str:
+    """`key=path` as one word of a shell command line that Hydra reads back as `path`, for the
+    commands the scripts print (`continue with: python scripts/train.py resume=...`)."""
+    word = f"{key}={override_value(path)}"
+    if re.fullmatch(r"[\w./+@=-]+", word):
+        return word
+    return f'"{word}"' if not re.search(r'["$`\\!]', word) else shlex.quote(word)

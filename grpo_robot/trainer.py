@@ -373,7 +373,7 @@ class Trainer:
         summary = {**self.summary(), "iterations": boundary["iteration"], "env_steps": boundary["env_steps"]}
         self._write_summary(summary)
         return f"saved the last completed iteration ({boundary['iteration']}) to {path}; continue with: " \
-               f"python scripts/train.py resume={self.run_dir}"  # fmt: skip
+               f"python scripts/train.py {rundir.shell_override('resume', self.run_dir)}"  # fmt: skip
 
     def _write_summary(self, summary: dict[str, Any]) -> None:
         final = self.last_eval

@@ -32,7 +32,7 @@ TINY = ["env=reach", "algo.groups_per_iter=4", "algo.group_size=4", "algo.epochs
 
 def start_training(run_dir: Path, *extra: str, **popen) -> subprocess.Popen:
     args = [sys.executable, str(ROOT / "scripts" / "train.py"), *TINY, "iterations=100000",
-            f"hydra.run.dir={run_dir}", *extra]  # fmt: skip
+            f"hydra.run.dir={rundir.override_value(run_dir)}", *extra]  # fmt: skip
     return subprocess.Popen(args, cwd=run_dir.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             **popen)  # fmt: skip
 
@@ -75,18 +75,25 @@ def uninterrupted(tmp_path: Path, iterations: int) -> dict:
     return state(tmp_path / f"straight_{iterations}" / "checkpoints" / "last.pt")
 
 
-def resume_to(run_dir: Path, iterations: int) -> dict:
-    out = run_main("train", f"resume={run_dir}", f"iterations={iterations}")
+def resume_to(run_dir: Path, iterations: int, command: list[str] | None = None) -> dict:
+    out = run_main("train", *(command or [f"resume={run_dir}"]), f"iterations={iterations}")
     assert out.code == 0, out.stderr
     return state(run_dir / "checkpoints" / "last.pt")
 
 
 def test_signals_save_the_iteration_and_the_resume_is_bit_identical(tmp_path):
     """SIGINT, SIGTERM and a second Ctrl-C, each to its own training process; the three run side
-    by side (one process start-up and warm-up for all three instead of one each)."""
+    by side (one process start-up and warm-up for all three instead of one each). SIGTERM's run
+    is in a folder named as a multirun's job (`seed=1`): the command printed to continue it must
+    quote the `=`, which Hydra would parse."""
+    import shlex
+
     cases = {"int": [signal.SIGINT], "term": [signal.SIGTERM], "twice": [signal.SIGINT, signal.SIGINT]}
-    procs = {case: start_training(tmp_path / case, "checkpoint_every=1") for case in cases}
-    training_started({tmp_path / case: proc for case, proc in procs.items()})
+    dirs = {case: tmp_path / case / "seed=1" if case == "term" else tmp_path / case for case in cases}
+    for run_dir in dirs.values():
+        run_dir.parent.mkdir(exist_ok=True)
+    procs = {case: start_training(dirs[case], "checkpoint_every=1") for case in cases}
+    training_started({dirs[case]: proc for case, proc in procs.items()})
     for case, signals in cases.items():
         for i, signum in enumerate(signals):
             if i:
@@ -97,18 +104,20 @@ def test_signals_save_the_iteration_and_the_resume_is_bit_identical(tmp_path):
         _, errs[case] = proc.communicate(timeout=60)
         assert proc.returncode == {"int": 130, "term": 143, "twice": 130}[case], (case, errs[case])
     for case in ("int", "term"):
-        run_dir, err, name = tmp_path / case, errs[case], cases[case][0].name
+        run_dir, err, name = dirs[case], errs[case], cases[case][0].name
         lines = [line for line in err.splitlines() if line.strip()]
         summary = json.loads((run_dir / "summary.json").read_text())
         k = summary["iterations"]
+        resume = f"resume={run_dir}" if case == "int" else f"\"resume='{run_dir}'\""
         assert lines == [f"stopped by {name}: saved iteration {k} to {run_dir}/checkpoints/last.pt; continue with: "
-                         f"python scripts/train.py resume={run_dir}"]  # fmt: skip
+                         f"python scripts/train.py {resume}"]  # fmt: skip
         assert summary["stopped"] == "signal" and summary["signal"] == name and k >= 1
         saved = state(run_dir / "checkpoints" / "last.pt")
         assert saved["iteration"] == k
         assert list((run_dir / "tb").iterdir())  # TensorBoard flushed its events
         assert not list(run_dir.rglob("*.tmp"))
-        assert_same_training_state(resume_to(run_dir, k + 2), uninterrupted(tmp_path, k + 2))
+        printed = shlex.split(lines[0].split("continue with: ")[1])[2:]  # the command as a shell passes it on
+        assert_same_training_state(resume_to(run_dir, k + 2, printed), uninterrupted(tmp_path, k + 2))
         assert (run_dir / ".hydra" / "resume-1" / "overrides.yaml").exists()  # the first run's .hydra kept
     # a second Ctrl-C exits at once, with the last completed iteration
     run_dir = tmp_path / "twice"
