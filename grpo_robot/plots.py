@@ -37,6 +37,7 @@ class Run:
     steps: np.ndarray  # env steps of each evaluation
     seconds: np.ndarray  # the run's own seconds at each evaluation (grpo_robot.bench.curves.curve)
     success: np.ndarray  # eval success rate
+    choices: dict = field(default_factory=dict)  # the presets it was composed from (algo=dapo), from .hydra/
 
 
 @dataclass
@@ -52,13 +53,16 @@ def find_runs(paths: Sequence[str | Path], tag: str = TAG) -> list[Run]:
     from grpo_robot.bench.curves import curve, read_scalars
     from grpo_robot.resume import flatten
 
-    runs = []
+    runs, seen = [], set()
     for root in paths:
         root = Path(root)
         if not root.exists():
             raise FileNotFoundError(f"{root}: no such run directory")
         folders = [root / "tb"] if (root / "tb").is_dir() else sorted(p for p in root.rglob("tb") if p.is_dir())
         for tb in folders:
+            if tb.resolve() in seen:  # a run named twice (a multirun folder and one of its jobs) counts once
+                continue
+            seen.add(tb.resolve())
             scalars = read_scalars(tb.parent)
             if not scalars.get(tag):
                 continue
@@ -66,32 +70,76 @@ def find_runs(paths: Sequence[str | Path], tag: str = TAG) -> list[Run]:
             config_file = tb.parent / "resolved_config.yaml"
             config = OmegaConf.to_container(OmegaConf.load(config_file)) if config_file.exists() else {}
             runs.append(Run(tb.parent, flatten(config), *(np.array(points[k], dtype=np.float64)
-                                                            for k in ("env_steps", "seconds", "success"))))
+                                                            for k in ("env_steps", "seconds", "success")),
+                            _choices(tb.parent)))  # fmt: skip
     return runs
 
 
+def _choices(run_dir: Path) -> dict[str, str]:
+    """The config groups' choices a run was composed with (`algo: dapo`, `experiment: ...`), as
+    Hydra recorded them in `.hydra/hydra.yaml`; empty for a run made through the Python API."""
+    from omegaconf import OmegaConf
+
+    path = run_dir / ".hydra" / "hydra.yaml"
+    if not path.is_file():
+        return {}
+    try:
+        choices = OmegaConf.to_container(OmegaConf.load(path)).get("hydra", {}).get("runtime", {}).get("choices", {})
+    except Exception:  # noqa: BLE001  (a hand-edited or cut file: the run is labelled by its config alone)
+        return {}
+    return {str(k): str(v) for k, v in (choices or {}).items() if "/" not in str(k) and not str(k).startswith("hydra")
+            and not str(k).endswith("_schema")}  # fmt: skip
+
+
+MEASURED_KEYS = ("eval_deterministic",)  # keys that change what an evaluation measures (mean action or samples)
+
+
 def _same_training(key: str) -> bool:
-    """Whether config `key` leaves what is trained alone: a seed (the runs a line pools), or what a
-    resumed run may change (budgets, evaluation and saving, the device, the console)."""
+    """Whether config `key` leaves what is trained and measured alone: a seed (the runs a line
+    pools), or what a resumed run may change (budgets, evaluation and saving, the device, the
+    console) but how the evaluation acts."""
     from grpo_robot.resume import SAFE_KEYS
 
+    if key in MEASURED_KEYS:
+        return False
     return key == "seed" or key.endswith(".seed") or any(key == k or key.startswith(f"{k}.") for k in SAFE_KEYS)
 
 
+def _short(key: str) -> str:
+    """A label's name for config `key`: its last part, with its parent where it is nested deeper
+    (`clip.high`, `dynamic_sampling.enabled`), since a last part alone may be another key's."""
+    parts = key.split(".")
+    return ".".join(parts[-2:]) if len(parts) > 2 else parts[-1]
+
+
 def group(runs: list[Run], keys: Sequence[str] = LABEL_KEYS) -> list[Line]:
-    """Runs -> lines, labelled by the keys among `keys` whose values differ between runs, then by
-    any other key that changes what is trained and differs (a learning rate, a preset's epochs),
-    so that runs of different settings are never pooled as seeds; the env name when none does."""
+    """Runs -> lines, labelled by the presets (`algo=dapo`) and the keys among `keys` whose values
+    differ between runs, then by any other key that changes what is trained or how it is evaluated
+    and differs (a learning rate, a preset's epochs), so that runs of different settings are never
+    pooled as seeds; the env name when none does. A key that the differing presets set alike on
+    all their runs is told by the preset's name, and left out of the label."""
     def differs(k: str) -> bool:
         return len({str(r.config.get(k)) for r in runs}) > 1
 
+    groups = sorted({g for r in runs for g in r.choices})
+    presets = [g for g in groups if len({r.choices.get(g) for r in runs}) > 1]
     varying = [k for k in keys if differs(k)]
     others = sorted({k for r in runs for k in r.config} - set(keys))
     varying += [k for k in others if not _same_training(k) and differs(k)]
+    if presets:  # the keys each combination of presets sets to one value: the presets' names tell them
+
+        def told(k: str) -> bool:
+            values: dict[tuple, set[str]] = {}
+            for r in runs:
+                values.setdefault(tuple(r.choices.get(g) for g in presets), set()).add(str(r.config.get(k)))
+            return all(len(v) == 1 for v in values.values())
+
+        varying = [k for k in varying if not told(k)]
     lines: dict[str, Line] = {}
     for run in runs:
-        if varying:
-            label = ", ".join(f"{k.split('.')[-1]}={run.config.get(k)}" for k in varying)
+        if presets or varying:
+            label = ", ".join([f"{g}={run.choices.get(g)}" for g in presets]
+                              + [f"{_short(k)}={run.config.get(k)}" for k in varying])  # fmt: skip
         else:
             c = run.config
             label = str(c.get("env.task") or c.get("env.id") or c.get("env.entry_point") or run.path.name)
@@ -172,8 +220,10 @@ def draw(lines: list[Line], path: Path, title: str = "") -> None:
     axes[0].set(xlabel="env steps", ylabel="eval success", ylim=(-0.02, 1.02))
     axes[0].ticklabel_format(axis="x", style="sci", scilimits=(0, 0))
     axes[1].set(xlabel="training time (s)", ylabel="eval success", ylim=(-0.02, 1.02))
-    axes[2].set(xlabel="final eval success: IQM, 95% CI (dots: runs)", xlim=(-0.02, 1.02),
-                yticks=range(len(lines)), yticklabels=[line.label for line in lines])  # fmt: skip
+    import textwrap
+
+    axes[2].set(xlabel="final eval success: IQM, 95% CI (dots: runs)", xlim=(-0.02, 1.02), yticks=range(len(lines)),
+                yticklabels=[textwrap.fill(line.label, 28) for line in lines])  # wrapped: the curves keep their width
     axes[2].invert_yaxis()
     for ax in axes:
         ax.grid(alpha=0.3)

@@ -144,3 +144,33 @@ def test_a_line_spans_its_runs_to_the_last_evaluation_with_runs_that_ended_first
     apart = Line("y", [run("early", [0, 100], [0.0, 0.5]), run("late", [200, 300], [0.25, 0.75])])
     grid, mean, _, _ = curve(apart, "seconds", points=2)
     assert grid.tolist() == [0.2, 0.3] and mean.tolist() == [0.375, 0.625]
+
+
+def test_presets_label_their_lines_and_evaluation_modes_or_duplicates_are_not_pooled(tmp_path):
+    """A sweep `-m algo=grpo,dapo`: labelled by the keys the presets set (`aggregation=token-mean,
+    high=0.28, low=0.2, enabled=True`: neither name, and `high` was algo.clip.high), now by the
+    presets' names. Runs evaluated with the mean action and with samples were one line of
+    "seeds"; a run named twice counted twice."""
+    from grpo_robot.plots import Run, find_runs, group
+
+    def run(name, choice, seed=0, **config):
+        base = {"env.task": "Reach-v1", "algo.aggregation": "seq-mean-token-mean", "algo.clip.high": None,
+                "algo.lr": 1e-3, "seed": seed, "eval_deterministic": True}  # fmt: skip
+        if choice == "dapo":
+            base.update({"algo.aggregation": "token-mean", "algo.clip.high": 0.28})
+        return Run(tmp_path / name, {**base, **config}, np.zeros(1), np.zeros(1), np.zeros(1),
+                   {"algo": choice, "env": "reach", "experiment": "reach_from_scratch"})  # fmt: skip
+
+    runs = [run("g0", "grpo"), run("g1", "grpo", 1), run("d0", "dapo"), run("d1", "dapo", 1),
+            run("d2", "dapo", 2, **{"algo.lr": 3e-4})]  # fmt: skip
+    lines = {line.label: sorted(r.path.name for r in line.runs) for line in group(runs)}
+    assert lines == {"algo=grpo, lr=0.001": ["g0", "g1"], "algo=dapo, lr=0.001": ["d0", "d1"],
+                     "algo=dapo, lr=0.0003": ["d2"]}, lines  # fmt: skip
+    sampled = [run("s0", "grpo"), run("s1", "grpo", 1, eval_deterministic=False)]
+    assert sorted(line.label for line in group(sampled)) == ["eval_deterministic=False", "eval_deterministic=True"]
+    nested = [Run(tmp_path / n, {"env.task": "Reach-v1", "algo.clip.high": h}, *[np.zeros(1)] * 3)
+              for n, h in (("a", 0.2), ("b", 0.28))]  # fmt: skip
+    assert sorted(line.label for line in group(nested)) == ["clip.high=0.2", "clip.high=0.28"]
+    trained = tmp_path / "trained"
+    Trainer(small_config(iterations=1, eval_every=1, eval_seeds=4), trained / "job").run()
+    assert len(find_runs([trained, trained / "job", trained / "job"])) == 1
