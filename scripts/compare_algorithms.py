@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 
 from grpo_robot.bench import compare
+from grpo_robot.checkpoint import write_text_atomic
 from grpo_robot.machine import one_line
 
 
@@ -26,16 +27,25 @@ def main() -> None:
     parser.add_argument("--eval-seeds", type=int, default=200)
     parser.add_argument("--out", type=Path, default=Path("runs/compare"))
     args = parser.parse_args()
+    for key in ("env_steps", "eval_seeds"):
+        if getattr(args, key) < 1:
+            parser.error(f"--{key.replace('_', '-')}={getattr(args, key)} is invalid: must be >= 1")
     rows = [compare.ROW_KEYS[key] for key in args.rows]
+    taken = compare.taken(args.out, rows, args.seeds)
+    if taken:
+        parser.error(f"--out={args.out} holds runs already ({', '.join(p.name for p in taken)}); new runs would log "
+                     "over them: give another --out, or move them")  # fmt: skip
     results = []
     for row in rows:
         for seed in args.seeds:
             results.append(compare.run(row, seed, args.env_steps, args.eval_seeds, args.out))
             print(json.dumps(results[-1]), flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "results.json").write_text(json.dumps(results, indent=1))
+    kept = compare.merged(args.out / "results.json", results)  # an earlier call's rows (other rows or seeds) stay
+    write_text_atomic(args.out / "results.json", json.dumps(kept, indent=1))
     print(f"\n{one_line()}")
-    print(f"budget {args.env_steps:,} env steps per run; eval on {args.eval_seeds} held-out seeds, deterministic\n")
+    print(f"budget {args.env_steps:,} env steps per run (a run ends with the iteration that reaches it); eval on "
+          f"{args.eval_seeds} held-out seeds, deterministic\n")  # fmt: skip
     print(compare.table(results, rows))
 
 

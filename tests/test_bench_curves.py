@@ -85,14 +85,21 @@ def test_report_of_runs(tmp_path):
         (tmp_path / "a" / ".hydra" / f"resume-{n}").mkdir()  # resumed twice (it showed the first command only)
         (tmp_path / "a" / ".hydra" / f"resume-{n}" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
     (tmp_path / "c").mkdir()
+    (tmp_path / "multi").mkdir()  # a folder of runs (a -m sweep's): its runs, in order; one made through the API
+    make_run(tmp_path / "multi" / "seed=0", [(0, 1001.0, 0.3)], summary, [])
+    (tmp_path / "multi" / "seed=0" / ".hydra" / "overrides.yaml").unlink()
     skipped = []
-    lines = list(report([tmp_path / "a", tmp_path / "c", tmp_path / "b"], 0.95, skipped.append))
+    lines = list(report([tmp_path / "a", tmp_path / "c", tmp_path / "b", tmp_path / "multi", tmp_path / "nope"], 0.95,
+                        skipped.append))  # fmt: skip
     assert lines[0].endswith("| first eval >= 95% | command |")
     assert lines[2:] == [
         "| LiftCube | 2 | 10 | 33.0% [26.9%, 39.8%] | 98.5% [95.7%, 99.5%] | 3.53 M | 279 s | 3.03 M, 241 s "
         "| `python scripts/train.py experiment=lift_cube_bc seed=2`, then `python scripts/train.py resume=a "
         "iterations=400`, then `python scripts/train.py resume=a iterations=900` |",
         "| LiftCube | 2 | - | - | 98.5% [95.7%, 99.5%] | 3.53 M | 279 s | not reached | `python scripts/train.py ` |",
+        "| LiftCube | 2 | 10 | 33.0% [26.9%, 39.8%] | 98.5% [95.7%, 99.5%] | 3.53 M | 279 s | not reached "
+        "| - (made through the Python API: its config is resolved_config.yaml) |",  # it said `python scripts/train.py `
         "\nTest CPU, 2 cores, no GPU; Python 3.11, torch 2, mujoco 3, numpy 1",
     ]
-    assert skipped == [f"skipped {tmp_path / 'c'}: no summary.json (not finished)"]
+    assert skipped == [f"skipped {tmp_path / 'c'}: no summary.json in it or below (no finished run)",
+                       f"skipped {tmp_path / 'nope'}: no such directory"]  # fmt: skip

@@ -1,6 +1,8 @@
 """The printed tables, from given numbers."""
 
 import argparse
+import importlib.util
+from pathlib import Path
 
 import pytest
 
@@ -73,13 +75,35 @@ def test_env_options_quick_fills_only_what_was_not_given():
         parse_env_options("--min-time", "0")
 
 
-def test_comparison_table():
+def test_comparison_table_and_calls_into_one_folder(tmp_path, capsys):
+    """The table says how many env steps each row's runs took (a budget ends with the iteration
+    that reaches it: one DAPO iteration spent 204,800 of a 20,000 budget). A second call into the
+    same --out logged over the first one's runs (each TensorBoard point twice) and dropped its
+    rows from results.json; now it is refused if its runs are there, and other rows add up."""
+    import json
+    import sys
+
     results = [
-        {"row": "gaussian", "seed": 0, "seconds": 60.0, "successes": 0, "n": 200},
-        {"row": "gaussian", "seed": 1, "seconds": 120.0, "successes": 150, "n": 200},
-        {"row": "dr_grpo", "seed": 0, "seconds": 90.0, "successes": 100, "n": 200},
+        {"row": "gaussian", "seed": 0, "seconds": 60.0, "successes": 0, "n": 200, "env_steps": 20480},
+        {"row": "gaussian", "seed": 1, "seconds": 120.0, "successes": 150, "n": 200, "env_steps": 20480},
+        {"row": "dr_grpo", "seed": 0, "seconds": 90.0, "successes": 100, "n": 200, "env_steps": 204800},
     ]
     assert compare.table(results, ["gaussian", "dr_grpo"]).splitlines()[2:] == [
-        "| gaussian | `(default)` | **38%** | 0% [0%, 2%] · 75% [69%, 80%] | 1.5 |",
-        "| dr_grpo | `algo=dr_grpo` | **50%** | 50% [43%, 57%] | 1.5 |",
+        "| gaussian | `(default)` | **38%** | 0% [0%, 2%] · 75% [69%, 80%] | 20,480 | 1.5 |",
+        "| dr_grpo | `algo=dr_grpo` | **50%** | 50% [43%, 57%] | 204,800 | 1.5 |",
     ]
+    (tmp_path / "results.json").write_text(json.dumps(results[:2]))
+    assert [r["row"] for r in compare.merged(tmp_path / "results.json", results[2:])] == ["gaussian", "gaussian",
+                                                                                          "dr_grpo"]  # fmt: skip
+    (tmp_path / "dapo-seed0").mkdir()
+    (tmp_path / "dapo-seed0" / "summary.json").write_text("{}")
+    script = Path(__file__).parents[1] / "scripts" / "compare_algorithms.py"
+    spec = importlib.util.spec_from_file_location("compare_script", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for argv, message in [(["--rows", "dapo", "--seeds", "0"], "holds runs already (dapo-seed0)"),
+                          (["--env-steps", "0"], "--env-steps=0 is invalid: must be >= 1")]:  # fmt: skip
+        sys.argv = [str(script), "--out", str(tmp_path), *argv]
+        with pytest.raises(SystemExit) as code:
+            module.main()
+        assert code.value.code == 2 and message in capsys.readouterr().err

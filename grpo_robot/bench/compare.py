@@ -28,6 +28,29 @@ ROWS: dict[str, list[str]] = {
 ROW_KEYS = {name.replace(" ", "_"): name for name in ROWS}  # the names on the command line
 
 
+def run_dir(out: Path, row_name: str, seed: int) -> Path:
+    return out / f"{row_name.replace(' ', '_')}-seed{seed}"
+
+
+def taken(out: Path, rows: Sequence[str], seeds: Sequence[int]) -> list[Path]:
+    """The run directories of this call that hold something already (an earlier call's runs, which
+    a new run would log over: each TensorBoard point twice, the checkpoints replaced)."""
+    return [d for name in rows for seed in seeds if (d := run_dir(out, name, seed)).exists() and any(d.iterdir())]
+
+
+def merged(earlier: Path, results: list[dict]) -> list[dict]:
+    """`results` after the records of `earlier` (a results.json of an earlier call into the same
+    folder) that are not of the same row and seed, so that calls for other rows add up."""
+    import json
+
+    try:
+        before = json.loads(earlier.read_text()) if earlier.is_file() else []
+    except (OSError, ValueError):
+        before = []
+    mine = {(r["row"], r["seed"]) for r in results}
+    return [r for r in before if isinstance(r, dict) and (r.get("row"), r.get("seed")) not in mine] + results
+
+
 def run(row_name: str, seed: int, env_steps: int, n_eval: int, out: Path) -> dict:
     """Train one row's config for `env_steps` env steps; its record."""
     from grpo_robot.trainer import Trainer
@@ -36,7 +59,7 @@ def run(row_name: str, seed: int, env_steps: int, n_eval: int, out: Path) -> dic
     overrides += ["eval_every=100000", f"eval_seeds={n_eval}", "time_limit_min=null", "progress=false"]
     cfg = compose_train_config(*overrides)
     start = time.perf_counter()
-    trainer = Trainer(cfg, out / f"{row_name.replace(' ', '_')}-seed{seed}")
+    trainer = Trainer(cfg, run_dir(out, row_name, seed))
     summary = trainer.run()
     result = trainer.last_eval
     return {
@@ -60,11 +83,14 @@ def cell(runs: list[dict]) -> str:
 def table(results: list[dict], rows: Sequence[str]) -> str:
     """Markdown, a line per row name (as in `ROWS`) over the records of `run`."""
     lines = [
-        "| row | overrides | mean success | per training seed: success [95% Wilson] | minutes per run |",
-        "| --- | --- | --- | --- | --- |",
+        "| row | overrides | mean success | per training seed: success [95% Wilson] | env steps per run | "
+        "minutes per run |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for name in rows:
         runs = [r for r in results if r["row"] == name]
         minutes = np.mean([r["seconds"] for r in runs]) / 60
-        lines.append(row(name, f"`{' '.join(ROWS[name]) or '(default)'}`", cell(runs), f"{minutes:.1f}"))
+        steps = [r["env_steps"] for r in runs]  # a budget ends after the iteration that reaches it
+        spent = f"{min(steps):,}" if min(steps) == max(steps) else f"{min(steps):,}-{max(steps):,}"
+        lines.append(row(name, f"`{' '.join(ROWS[name]) or '(default)'}`", cell(runs), spent, f"{minutes:.1f}"))
     return "\n".join(lines)

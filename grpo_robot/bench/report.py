@@ -55,10 +55,26 @@ def commands(run: Path) -> str:
     lines = []
     for folder in [run / ".hydra", *(resumes[n] for n in sorted(resumes))]:
         file = folder / "overrides.yaml"
-        if file.is_file() or not lines:  # a run started from the API has none
-            overrides = (yaml.safe_load(file.read_text()) if file.is_file() else None) or []
+        if file.is_file():  # a run made through the Python API (tune.py, compare_algorithms.py) has none
+            overrides = yaml.safe_load(file.read_text()) or []
             lines.append(f"`python scripts/train.py {' '.join(o for o in overrides if not o.startswith('hydra.'))}`")
-    return ", then ".join(lines)
+    return ", then ".join(lines) or "- (made through the Python API: its config is resolved_config.yaml)"
+
+
+def finished_runs(paths: Sequence[Path]) -> Iterator[Path | str]:
+    """Each path that is a run directory, or else the run directories below it (a `-m` multirun
+    folder, a folder of runs) in path order; a string saying why for a path that holds none."""
+    for path in paths:
+        if (path / "summary.json").is_file():
+            yield path
+            continue
+        below = sorted(p.parent for p in path.rglob("summary.json")) if path.is_dir() else []
+        if below:
+            yield from below
+        elif not path.exists():
+            yield f"skipped {path}: no such directory"
+        else:
+            yield f"skipped {path}: no summary.json in it or below (no finished run)"
 
 
 def report(runs: Sequence[Path], target: float, skipped: Callable[[str], None]) -> Iterator[str]:
@@ -70,9 +86,9 @@ def report(runs: Sequence[Path], target: float, skipped: Callable[[str], None]) 
     )
     yield "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     machines = set()
-    for run in runs:
-        if not (run / "summary.json").is_file():
-            skipped(f"skipped {run}: no summary.json (not finished)")
+    for run in finished_runs(runs):
+        if isinstance(run, str):
+            skipped(run)
             continue
         summary = json.loads((run / "summary.json").read_text())
         yield run_row(run, summary, target)
