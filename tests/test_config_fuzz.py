@@ -455,6 +455,9 @@ def test_settings_for_another_backend_schedule_or_advantage_are_named():
 
     assert unused_settings(compose_train_config("algo=ppo", "algo.critic.gamma=0.5")) == []
     assert unused_settings(compose_train_config("rollout.backend=ray", "rollout.workers=8")) == []
+    assert unused_settings(compose_train_config("rollout.backend=ray", "rollout.policy_threads=4")) == [
+        "rollout.policy_threads=4 has no effect: under rollout.backend=ray each worker samples with "
+        "rollout.cpus_per_worker torch threads"]  # fmt: skip
     assert unused_settings(compose_train_config("algo.lr_schedule=adaptive", "algo.desired_kl=0.05")) == []
     assert unused_settings(compose_train_config("algo.critic.gamma=0.5", "algo.critic.vf_coef=1", "rollout.workers=8",
                                                 "ray.address=auto", "algo.desired_kl=0.05")) == [

@@ -183,6 +183,9 @@ def unused_settings(cfg: Any) -> list[str]:
         if cfg.ray.address is not None:
             lines.append(f"ray.address={cfg.ray.address} has no effect: it is for rollout.backend=ray; the run "
                          "steps its worlds in this process")  # fmt: skip
+    else:
+        lines += _moved(cfg.rollout, RolloutConfig(), "rollout.", "under rollout.backend=ray each worker samples "
+                        "with rollout.cpus_per_worker torch threads", True, ("policy_threads",))  # fmt: skip
     if cfg.pretrain and cfg.demos.path:
         default = DemoConfig()
         for key in ("expert", "episodes", "noise", "seed", "max_attempts"):
