@@ -21,6 +21,7 @@ sizes) before anything is trained.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from pathlib import Path
@@ -30,6 +31,9 @@ import numpy as np
 
 from grpo_robot.config import EnvConfig
 from grpo_robot.demos import DatasetError, DemoDataset, check_finite, one_line
+
+log = logging.getLogger(__name__)
+SUCCESS_INFOS = ("is_success", "success")  # a Minari episode's per-step success flags, where its env has one
 
 
 def load_demos(path: str | Path, cfg: EnvConfig, env: Any, key: str = "demos.path") -> DemoDataset:
@@ -131,6 +135,8 @@ def _flat_obs(group: Any, keys: list[str] | None, where: str, aliases: dict[str,
             raise DatasetError(f"{where}: the dataset's observations are one array, but the env observes a Dict "
                                f"(env.obs_keys={keys})")  # fmt: skip
         return _array({"observations": group}, "observations", where).astype(np.float32)
+    if keys is None and len(group) == 1:  # one key (robomimic's `obs/state` of a Box env): its array is the Box
+        return _array(group, next(iter(group)), where).astype(np.float32)
     if keys is None:
         raise DatasetError(f"{where}: the dataset's observations are a Dict ({', '.join(group)}), but the env "
                            "observes a Box")  # fmt: skip
@@ -202,7 +208,7 @@ def _minari(f: Any, main: Path, cfg: EnvConfig, env: Any) -> DemoDataset:
     `metadata.json` (its `env_spec`) next to `main_data.hdf5`."""
     where = str(main)
     keys = getattr(env, "obs_keys", None)
-    episodes = []
+    episodes, failed, judged = [], [], 0
     for name in _numbered(f, "episode_", where):
         group = f[name]
         if "observations" not in group:
@@ -213,6 +219,16 @@ def _minari(f: Any, main: Path, cfg: EnvConfig, env: Any) -> DemoDataset:
             raise DatasetError(f"{where}/{name}: {len(obs)} observations for {len(actions)} actions")
         seed = group.attrs.get("seed")
         episodes.append((obs, actions, int(seed) if isinstance(seed, int | np.integer) else -1))
+        infos = group.get("infos")
+        flag = next((infos[k] for k in SUCCESS_INFOS if infos is not None and k in infos), None)
+        if flag is not None:  # the env's own success flag, step by step
+            judged += 1
+            if not np.asarray(flag[()]).astype(bool).any():
+                failed.append(name)
+    if failed:  # cloning copies what the episodes do: failures included
+        log.warning("%s: %d of %d episodes never succeed (their infos/%s), and are cloned like the others: %s",
+                    where, len(failed), judged, "is_success or success", ", ".join(failed[:5])
+                    + (", ..." if len(failed) > 5 else ""))  # fmt: skip
     ident: dict[str, Any] = {}
     spaces: dict[str, Any] = {}
     meta_path = main.parent / "metadata.json"

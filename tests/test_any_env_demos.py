@@ -375,6 +375,54 @@ def test_a_robomimic_layout_file_loads_for_robosuite_lift():
                                                       "name": "Stack"})())  # fmt: skip
 
 
+def test_a_minari_datasets_failed_episodes_are_named_where_it_records_success(tmp_path, fetch_push, caplog):
+    """A dataset of random and expert episodes was cloned whole without a word (0% after cloning);
+    where its episodes record the env's success flag (`infos/is_success`), the ones that never
+    succeed are counted and named."""
+    import shutil
+
+    cfg, env = fetch_push
+    copy = tmp_path / "fetch-push-expert-v0"
+    shutil.copytree(MINARI, copy)
+    with h5py.File(copy / "data" / "main_data.hdf5", "a") as f:
+        for i in range(10):
+            steps = f[f"episode_{i}/actions"].shape[0]
+            f.create_dataset(f"episode_{i}/infos/is_success", data=np.arange(steps + 1) >= (steps if i >= 2 else 10**6))
+    with caplog.at_level("WARNING"):
+        data = load_demos(copy, cfg, env)
+    assert data.n_episodes == 10
+    warned = [r.getMessage() for r in caplog.records if "never succeed" in r.getMessage()]
+    assert len(warned) == 1 and "2 of 10 episodes never succeed" in warned[0] and \
+        warned[0].endswith(": episode_0, episode_1"), warned  # fmt: skip
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        load_demos(MINARI, cfg, env)  # no success recorded: nothing to say
+    assert not [r for r in caplog.records if "never succeed" in r.getMessage()]
+
+
+def test_a_robomimic_layout_file_of_one_observation_key_loads_for_a_box_env(tmp_path):
+    """`data/demo_i/obs/state` for an env that observes a Box was refused ("the dataset's
+    observations are a Dict (state), but the env observes a Box"); its one key is the Box. Two
+    keys stay refused: their order in the Box would be a guess."""
+    cfg = toy("PointReach", horizon=30)
+    env = GymGroupEnv(cfg, 1)
+    path = tmp_path / "box.hdf5"
+    rng = np.random.default_rng(0)
+    states = [rng.normal(size=(n, 4)) for n in (5, 7)]
+    with h5py.File(path, "w") as f:
+        for i, state in enumerate(states):
+            f.create_dataset(f"data/demo_{i}/obs/state", data=state)
+            f.create_dataset(f"data/demo_{i}/actions", data=np.full((len(state), 2), 1.0))
+    data = load_demos(path, cfg, env)
+    np.testing.assert_allclose(data.obs, np.concatenate(states), rtol=1e-6)
+    np.testing.assert_allclose(data.actions, 0.5)  # 1.0 in the env's [-2, 2]: 0.5 in the unit box
+    with h5py.File(path, "a") as f:
+        f.create_dataset("data/demo_0/obs/other", data=states[0])
+    with pytest.raises(DatasetError, match=r"observations are a Dict \(other, state\), but the env observes a Box"):
+        load_demos(path, cfg, env)
+    env.close()
+
+
 @pytest.mark.parametrize(
     "content, message",
     [
