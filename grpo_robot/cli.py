@@ -68,6 +68,8 @@ def _resume_config(cfg: DictConfig):
 # the exit codes of the jobs of this multirun that failed: each is told in its line, and the sweep
 # goes on to its other jobs; the command exits with the first code once every job ran
 _job_failures: list[int] = []
+# each job's evaluation in an `evaluate.py -m checkpoint=a,b,...` sweep, summarized across them at its end
+_evaluations: list[dict] = []
 
 
 def _job_fail(message: str, code: int) -> None:
@@ -218,12 +220,39 @@ def _evaluate(cfg: DictConfig) -> None:
         _fail(str(err), code=1)
     print(f"{task}, {mode}, {cfg.seeds} seeds, {path}: {result.summary()}")
     print(f"per-seed outcomes: {output}")
+    _evaluations.append({"checkpoint": str(path), "task": task, "mode": mode, "seeds": cfg.seeds,
+                         "n": len(result.success), "rate": float(result.rate)})  # fmt: skip
     if cfg.video:
         if not cfg.video_dir:  # the default folder: a fresh one, not mixed with an earlier evaluation's films
             from grpo_robot.rundir import fresh_file
 
             folder = fresh_file(folder)
         _film(cfg, train_cfg, policy, result, device, folder)
+
+
+def across_checkpoints(evaluations: list[dict]) -> list[str]:
+    """Lines that summarize a sweep's evaluations of two or more checkpoints (training seeds, say)
+    of one task, mode, seed range and count: the mean success over the checkpoints with a 95%
+    percentile-bootstrap interval over them, and their interquartile mean, as `plot.py` reports
+    runs. Each checkpoint's own Wilson interval says how well its seeds measure it; this one how
+    much the checkpoints differ."""
+    import numpy as np
+
+    from grpo_robot.plots import bootstrap, iqm
+
+    groups: dict[tuple, list[dict]] = {}
+    for e in evaluations:
+        groups.setdefault((e["task"], e["mode"], e["seeds"], e["n"]), []).append(e)
+    lines = []
+    for (task, mode, seeds, n), items in groups.items():
+        if len(items) < 2:
+            continue
+        rates = np.array([e["rate"] for e in items])
+        low, high = bootstrap(rates, np.mean)
+        lines.append(f"across {len(items)} checkpoints ({task}, {mode}, {n} {seeds} seeds each): mean success "
+                     f"{rates.mean():.1%} [{low:.1%}, {high:.1%}] (95% bootstrap over checkpoints), IQM "
+                     f"{iqm(rates):.1%}; each: {', '.join(f'{r:.1%}' for r in rates)}")  # fmt: skip
+    return lines
 
 
 def eval_outputs(cfg, path: Path) -> tuple[str, Path, Path]:
@@ -762,6 +791,7 @@ def _run(config_name: str, task) -> None:
             except (ValueError, FileNotFoundError) as err:
                 _fail(str(err))
     _job_failures.clear()
+    _evaluations.clear()
     sweeps: set[Path] = set()
 
     def job(cfg: DictConfig):
@@ -774,6 +804,8 @@ def _run(config_name: str, task) -> None:
     finally:
         for sweep in sweeps if multirun else ():
             _remove_bookkeeping(sweep)
+    for line in across_checkpoints(_evaluations) if multirun else ():
+        print(line)
     if _job_failures:  # a multirun's failed jobs, each told in its own line
         sys.exit(_job_failures[0])
 

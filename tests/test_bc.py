@@ -341,6 +341,7 @@ def test_evaluate_decodes_a_tokenized_checkpoint_as_asked(tmp_path, monkeypatch)
     assert [json.loads((tmp_path / f"{path.stem}_eval_test_{n}_deterministic_median.json").read_text())["n"]
             for n in (8, 12)] == [8, 12]  # fmt: skip
     assert list((tmp_path / "cwd").iterdir()) == []
+    assert "across" not in out.stdout  # one checkpoint on 8 and on 12 seeds: nothing to summarize across
     # one output= or video_dir= for the jobs of a sweep: each replaced the one before's, all said they wrote it
     for fixed in ("output=one.json", "video_dir=films"):
         out = run_main("evaluate", "-m", f"checkpoint={path}", "n_seeds=8,12", fixed)
@@ -349,6 +350,30 @@ def test_evaluate_decodes_a_tokenized_checkpoint_as_asked(tmp_path, monkeypatch)
             f"error: {fixed} is the same for 2 jobs of this sweep, and each would replace the one before's: leave "
             f"{key} unset (each job names its own), or run one job per value"], out.stderr  # fmt: skip
     assert list((tmp_path / "cwd").iterdir()) == []  # refused before any job
+
+
+def test_a_sweep_over_checkpoints_reports_their_mean_with_an_interval_across_them(tmp_path):
+    """`evaluate.py -m checkpoint=a,b,c` gave each checkpoint its own Wilson interval and nothing
+    across them: the success of a setting over its training seeds, with how much they differ."""
+    import re
+
+    import numpy as np
+
+    from grpo_robot.plots import bootstrap
+
+    runs = [tmp_path / f"seed{s}" for s in (0, 1, 2)]
+    for seed, run in enumerate(runs):  # clones of 3 demos each (each seed its own): some success, not all
+        cfg = small_config(iterations=1, eval_seeds=4, seed=seed, pretrain=True,
+                           demos=DemoConfig(episodes=3), bc=BCConfig(max_steps=100))  # fmt: skip
+        Trainer(cfg, run).run()
+    out = run_main("evaluate", "-m", "checkpoint=" + ",".join(str(r / "bc.pt") for r in runs), "n_seeds=30")
+    assert out.code == 0, out.stderr
+    rates = [json.loads((r / "bc_eval_test_30_deterministic.json").read_text())["success_rate"] for r in runs]
+    (line,) = [line for line in out.stdout.splitlines() if line.startswith("across")]
+    low, high = bootstrap(np.array(rates), np.mean)
+    assert line.startswith(f"across 3 checkpoints (Reach-v1, deterministic, 30 test seeds each): mean success "
+                           f"{np.mean(rates):.1%} [{low:.1%}, {high:.1%}] (95% bootstrap over checkpoints)"), line
+    assert re.search(r"each: [\d.]+%, [\d.]+%, [\d.]+%$", line) and len(set(rates)) > 1, (line, rates)
 
 
 def test_evaluations_that_differ_name_their_outputs_apart():
