@@ -29,7 +29,7 @@ import torch
 from grpo_robot import checkpoint
 from grpo_robot.config import BCConfig, DemoConfig, PolicyConfig, TrainConfig, config_dict, policy_kwargs
 from grpo_robot.demos import DemoDataset
-from grpo_robot.policies import Policy, build_policy
+from grpo_robot.policies import Policy, TokenizedPolicy, build_policy
 from grpo_robot.update import TrainingDiverged
 
 
@@ -88,7 +88,7 @@ def behaviour_clone(policy: Policy, data: DemoDataset, cfg: BCConfig, device: to
     train_ep, val_ep = split_episodes(data.n_episodes, cfg.val_fraction, seed)
     episode = data.episode_index()
     labels = data.expert_actions if cfg.labels == "expert" else data.actions
-    smooth = policy.type == "tokenized" and cfg.token_sigma > 0
+    smooth = isinstance(policy, TokenizedPolicy) and cfg.token_sigma > 0  # a registered subclass too
 
     def rows(episodes: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         sel = np.isin(episode, episodes)

@@ -21,6 +21,7 @@ import os
 import pickletools
 import tempfile
 import zipfile
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -54,6 +55,31 @@ class CheckpointError(ValueError):
 
 class NonFiniteError(ValueError):
     """A checkpoint about to be written holds a NaN or infinite tensor value (nothing was written)."""
+
+
+class UnsafeState(ValueError):
+    """A hook's `state_dict()` holds what a checkpoint cannot keep: it would be written, then
+    refused when read back (checkpoints are loaded with `weights_only=True`)."""
+
+
+def check_plain(value: Any, where: str) -> None:
+    """`UnsafeState` naming `where` and the first item of `value` that is not a tensor or plain
+    data (None, bool, int, float, str, and lists, tuples and dicts of them, keyed by str or int)."""
+    if value is None or type(value) in (bool, int, float, str) or isinstance(value, torch.Tensor):
+        return  # exact types: numpy's float64 is a float, and a checkpoint cannot keep it
+    if type(value) in (list, tuple):
+        for i, item in enumerate(value):
+            check_plain(item, f"{where}[{i}]")
+        return
+    if type(value) in (dict, OrderedDict):
+        for key, item in value.items():
+            if type(key) not in (str, int):
+                raise UnsafeState(f"{where} has a key of type {type(key).__name__}; a checkpoint keeps str or int keys")
+            check_plain(item, f"{where}[{key!r}]")
+        return
+    raise UnsafeState(f"{where} is a {type(value).__module__}.{type(value).__name__}; a checkpoint keeps tensors and "
+                      "plain data (None, bool, int, float, str, lists and dicts of them): convert it (float(x), "
+                      "torch.as_tensor(a))")  # fmt: skip
 
 
 class WriteError(OSError):
@@ -194,6 +220,15 @@ def load(path: str | Path, map_location: str | torch.device = "cpu", purpose: st
     path = resolve(path)
     ckpt = Checkpoint(_read(path, map_location))
     ckpt.path = path
+    config = ckpt.get("config")
+    plugins = config.get("plugins") if isinstance(config, dict) else None
+    if plugins:  # the modules that registered its policy, advantage or loss
+        from grpo_robot.registry import import_plugins
+
+        try:
+            import_plugins(list(plugins), f"{path}: the run's plugins")
+        except ValueError as err:
+            raise CheckpointError(str(err)) from None
     check(ckpt, path, purpose)
     return ckpt
 
@@ -584,6 +619,7 @@ def check_resumable(ckpt: dict[str, Any], policy: Policy, needs_reference: bool,
     check(ckpt, path, "resume")
     record, mine = ckpt["policy"], policy_record(policy)
     record = {**record, "kwargs": _full_kwargs(record["type"], record["kwargs"])}
+    mine = {**mine, "kwargs": _full_kwargs(mine["type"], mine["kwargs"])}  # a subclass's own arguments on both sides
     for key in ("type", "obs_dim", "action_dim", "kwargs"):
         if record[key] != mine[key]:
             raise CheckpointError(f"cannot resume from {path}: its policy {key}={record[key]!r}, the config gives "

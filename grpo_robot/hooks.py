@@ -3,8 +3,9 @@
 best checkpoint and target stopping), periodic checkpoints, the loggers (TensorBoard, Weights &
 Biases) and the progress bar.
 
-A hook subclasses `Hook` and overrides what it needs; `Trainer(..., hooks=[...])` appends it to
-the defaults (`default_hooks`), which run in list order:
+A hook subclasses `Hook` and overrides what it needs; `Trainer(..., hooks=[...])` (or the config's
+`hooks: [module:Class, ...]`) adds it to the defaults (`default_hooks`: after the evaluation, before
+the periodic checkpoint and the loggers), which run in list order:
 
     on_start(trainer)              once, before the first iteration (after the BC stage); setting
                                    `trainer.stop` ends the run before it
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -473,8 +475,24 @@ class StartCurriculum(Hook):
         self.difficulty = float(state["difficulty"])
 
 
-def default_hooks(cfg: TrainConfig) -> list[Hook]:
-    """The hooks every run has, in the order they run."""
+def config_hooks(cfg: TrainConfig) -> list[Hook]:
+    """The hooks the config names (`hooks: [module:Class, ...]`), each made with no arguments."""
+    from grpo_robot.gym_vector import load_callable
+
+    made = []
+    for path in cfg.hooks:
+        hook = load_callable(path, "hooks")()
+        if not isinstance(hook, Hook):
+            raise ConfigError(f"hooks={list(cfg.hooks)}: {path} gave a {type(hook).__name__}, not a "
+                              "grpo_robot.hooks.Hook")  # fmt: skip
+        made.append(hook)
+    return made
+
+
+def default_hooks(cfg: TrainConfig, user: Sequence[Hook] = ()) -> list[Hook]:
+    """The hooks every run has, in the order they run, with the `user`'s after the evaluation (an
+    iteration's record carries it) and before the periodic checkpoint (which then holds their
+    state after the iteration, as a resumed run needs it) and the loggers (which log their scalars)."""
     anneal, curriculum = cfg.algo.std_anneal, cfg.algo.curriculum
     return [
         Budget(cfg.time_limit_min, cfg.max_env_steps),
@@ -482,6 +500,7 @@ def default_hooks(cfg: TrainConfig) -> list[Hook]:
         *([StartCurriculum(curriculum.start, curriculum.step, curriculum.threshold)]
           if curriculum.start is not None else []),  # fmt: skip
         Evaluation(cfg.eval_every, cfg.target_success, cfg.eval_at_start, cfg.eval_min_train_success),
+        *user,
         Checkpoints(cfg.checkpoint_every),
         *([TensorBoard()] if "tensorboard" in cfg.loggers else []),
         *([WandB(cfg)] if "wandb" in cfg.loggers else []),

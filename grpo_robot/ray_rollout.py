@@ -71,6 +71,9 @@ class RolloutWorker:
         self.env = make_env(env_cfg, n_worlds)
         if hasattr(self.env, "parallel_parts"):  # rollout.parallel_parts and take_turns, as the local env has them
             self.env.parallel_parts, self.env.take_turns = parts
+        from grpo_robot.registry import import_plugins
+
+        import_plugins(policy.get("modules", []))  # a policy registered by the user's module is known here too
         self.policy = build_policy(policy["type"], policy["obs_dim"], policy["action_dim"], **policy["kwargs"])
         self.policy.eval()
         # the learner's choice (exact_rows): policy calls padded to as many rows as make them exact
@@ -186,7 +189,7 @@ class RaySampler(GroupSampler):
         self.slices = [(int(g[0]) * self.group_size, (int(g[-1]) + 1) * self.group_size) for g in groups]
         self.total = self.n_groups * self.group_size
         spec = {"type": policy.type, "obs_dim": policy.obs_dim, "action_dim": policy.action_dim,
-                "kwargs": policy.init_kwargs()}  # fmt: skip
+                "kwargs": policy.init_kwargs(), "modules": [type(policy).__module__, *cfg.plugins]}  # fmt: skip
         threads = max(1, int(rollout.cpus_per_worker))
         # a slice of a few rows takes other BLAS kernels than the whole batch: pad its policy calls
         # to as many rows as give the local backend's rows (on CPU; a GPU learner differs anyway)

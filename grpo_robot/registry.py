@@ -88,3 +88,20 @@ ACTIVATIONS = Registry("grpo_robot.policies.base", ("tanh", "sigmoid_tanh", "tor
 HEADS = ("factorized", "autoregressive")  # one categorical per dimension, or each given the tokens before it
 BIN_LOGITS = ("free", "ordinal", "gaussian")  # how the head's outputs become each bin's logit
 DECODES = ("mode", "median", "mean")  # the deterministic action: the argmax bin, or each dimension's median or mean
+
+
+def import_plugins(names: list[str] | tuple[str, ...], key: str = "plugins") -> None:
+    """Import each module of `names` (one in the working directory is found too, as `python -m`
+    finds it), so that it files its entries here; a module that fails is a one-line `ValueError`
+    naming it and `key`."""
+    import os
+    import sys
+
+    if names and os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
+    for name in names:
+        try:
+            import_module(name)
+        except Exception as err:  # noqa: BLE001  (any error of the user's module: one line)
+            raise ValueError(f"{key}={list(names)}: importing {name!r} failed: {type(err).__name__}: "
+                             f"{str(err).splitlines()[0] if str(err) else ''}") from None  # fmt: skip

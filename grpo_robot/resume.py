@@ -20,7 +20,7 @@ SAFE_KEYS = (
     "iterations", "max_env_steps", "time_limit_min", "eval_every", "eval_min_train_success", "eval_seeds",
     "eval_deterministic", "eval_at_start", "target_success", "checkpoint_every", "progress", "device", "resume",
     "env.nthread", "env.step_timeout_s", "env.vector", "rollout", "ray", "loggers", "wandb", "video_every",
-    "video_episodes", "render",
+    "video_episodes", "render", "hooks", "plugins",
 )  # fmt: skip
 
 

@@ -35,6 +35,7 @@ Metric names (TensorBoard, x-axis = env steps):
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Sequence
 from contextlib import nullcontext
@@ -52,7 +53,7 @@ from grpo_robot.device import resolve_device
 from grpo_robot.environment import GroupEnv, env_identity, make_env, make_eval_env
 from grpo_robot.evaluation import EvalResult, evaluate
 from grpo_robot.gym_vector import EnvFailure
-from grpo_robot.hooks import Hook, IterationRecord, default_hooks
+from grpo_robot.hooks import Hook, IterationRecord, config_hooks, default_hooks
 from grpo_robot.policies import Policy, build_policy
 from grpo_robot.rollout import Batch, GroupSampler, RolloutError
 from grpo_robot.seeding import STREAM_EVAL, eval_seeds, stream_seed
@@ -63,10 +64,12 @@ from grpo_robot.update import AdvantageSource, GroupAdvantages, Learner, Trainin
 if TYPE_CHECKING:
     from grpo_robot.video import Clip
 
+log = logging.getLogger(__name__)
 # what ends a run early with an error, its last completed iteration saved: a broken env, an update
-# that keeps going non-finite, a file that cannot be written
+# that keeps going non-finite, a file that cannot be written, a hook state it cannot keep
 RUN_ERRORS: tuple[type[BaseException], ...] = (TrainingDiverged, EnvFailure, RolloutError, checkpoint.WriteError,
-                                               checkpoint.NonFiniteError, TooFewDemos)  # fmt: skip
+                                               checkpoint.NonFiniteError, checkpoint.UnsafeState,
+                                               TooFewDemos)  # fmt: skip
 
 
 def episode_scalars(batch: Batch) -> dict[str, float]:
@@ -157,7 +160,7 @@ class Trainer:
                                         if sampling.enabled else None, sampling.max_rounds,
                                         cfg.rollout.split, cfg.rollout.policy_threads,
                                         algo.noise_correlation, algo.train_horizon, start_replay(algo))  # fmt: skip
-        self.hooks = [*default_hooks(cfg), *hooks]
+        self.hooks = default_hooks(cfg, [*config_hooks(cfg), *hooks])
         self.iteration = self.env_steps = 0
         self.best_eval = -1.0
         self.last_eval: EvalResult | None = None
@@ -461,10 +464,30 @@ class Trainer:
             "seconds": self.run_seconds(),
             "eval_seconds": self.eval_seconds_before + self.eval_seconds,
             "initial_policy": self.pretrained,
-            "hooks": {type(hook).__name__: state for hook in self.hooks if (state := hook.state_dict()) is not None},
+            "hooks": self._hook_states(),
             "target": dict(self.target),
             "env_identity": env_identity(self.cfg.env, self.env),  # with the observation keys used (config: null = all)
         }
+
+    def _hook_keys(self) -> list[str]:
+        """Each hook's key in a checkpoint: its class name, then `Name#2`, `Name#3`, ... for later
+        hooks of one class (two instances used to share one entry, the second's)."""
+        seen: dict[str, int] = {}
+        keys = []
+        for hook in self.hooks:
+            name = type(hook).__name__
+            seen[name] = seen.get(name, 0) + 1
+            keys.append(name if seen[name] == 1 else f"{name}#{seen[name]}")
+        return keys
+
+    def _hook_states(self) -> dict[str, Any]:
+        states = {}
+        for key, hook in zip(self._hook_keys(), self.hooks, strict=True):
+            state = hook.state_dict()
+            if state is not None:  # what a checkpoint keeps: checked as it is written, not when read back
+                checkpoint.check_plain(state, f"the {key} hook's state_dict()")
+                states[key] = state
+        return states
 
     def checkpoint_path(self, name: str = "last") -> Path:
         return self.run_dir / "checkpoints" / f"{name}.pt"
@@ -494,8 +517,13 @@ class Trainer:
         if self.sampler.replay is not None:  # a checkpoint written before replay existed holds none
             self.sampler.replay.load_state_dict(ckpt.get("start_replay"))
         hook_states = ckpt.get("hooks") or {}  # checkpoints written before hooks kept state hold none
-        for hook in self.hooks:
-            name = type(hook).__name__
+        keys = self._hook_keys()
+        unclaimed = sorted(set(hook_states) - set(keys))
+        if unclaimed:  # a hook the run had (an early stop, say) and this one has not: it trains on without it
+            log.warning("the checkpoint holds the state of hooks this run does not have (%s): it goes on without "
+                        "them; add them (hooks=[module:Class] or Trainer(hooks=...)) to keep them",
+                        ", ".join(unclaimed))  # fmt: skip
+        for name, hook in zip(keys, self.hooks, strict=True):
             if name in hook_states:
                 try:
                     hook.load_state_dict(hook_states[name])

@@ -231,7 +231,8 @@ class Learner:
                     idle_loss, idle_metrics = self.policy_loss(unmoved, unmoved, advantages[idle], layout, cfg, None,
                                                                policy.state_free_entropy(len(idle)))  # fmt: skip
                     loss = idle_loss if loss is None else loss + idle_loss
-                    metrics = metrics or {"entropy": idle_metrics["entropy"]}  # the rest describe moved steps
+                    # the rest describe moved steps; a user's loss may report no entropy
+                    metrics = metrics or {k: v for k, v in idle_metrics.items() if k == "entropy"}
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 if free_entropy:  # weights the pass did not reach get its zero gradient: Adam's moments decay alike

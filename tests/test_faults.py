@@ -309,7 +309,9 @@ class TwoSignalsLate(Hook):
 
 def test_a_second_signal_after_the_checkpoint_keeps_that_checkpoint_and_the_resume_is_exact(tmp_path):
     cfg = small_config(iterations=3, checkpoint_every=1)
-    summary = Trainer(cfg, tmp_path / "stopped", hooks=[TwoSignalsLate(2)]).run()
+    trainer = Trainer(cfg, tmp_path / "stopped")
+    trainer.hooks.append(TwoSignalsLate(2))  # after the loggers, as late as a hook can run (user hooks run earlier)
+    summary = trainer.run()
     saved = state(tmp_path / "stopped" / "checkpoints" / "last.pt")
     # iteration 2's checkpoint was written before the signals came; the stop kept it (it wrote 1 over it)
     assert (summary["stopped"], summary["iterations"], saved["iteration"]) == ("signal", 2, 2)

@@ -118,3 +118,105 @@ def test_a_policy_registered_by_a_plugin_trains_with_the_keys_its_constructor_ta
         assert record["type"] == "plug_gaussian" and record["kwargs"]["init_std"] == 0.3
     finally:
         del registry.POLICIES["plug_gaussian"]
+
+
+@pytest.fixture
+def plugin():
+    """tests/plugin_example.py imported by the test, its entries and module removed after it, so
+    that no other test of this process sees its names."""
+    yield "plugin_example"
+    import plugin_example
+
+    for table, name in plugin_example.NAMES.items():
+        getattr(registry, table).pop(name, None)
+    sys.modules.pop("plugin_example", None)
+
+
+def test_a_users_plugins_and_hooks_run_from_the_command_line_and_come_back_with_the_checkpoint(tmp_path, plugin):
+    """An advantage, a policy loss and a policy class registered by the user's module, and a hook
+    with state, named in the config (`plugins=`, `hooks=`): they were usable through the API
+    only, `evaluate.py` and `resume=` could not load the policy, a policy class with its own
+    constructor argument could not be resumed, a loss reporting no entropy crashed, and a hook's
+    state in last.pt was one iteration behind (the checkpoint was written before user hooks ran)."""
+    from cli_harness import run_main
+
+    from grpo_robot import checkpoint
+    from grpo_robot.trainer import Trainer
+
+    run = tmp_path / "run"
+    tiny = ["env=reach", "algo.group_size=4", "algo.groups_per_iter=4", "algo.minibatches=1", "eval_seeds=4",
+            "progress=false", "policy.hidden_sizes=[16]", "algo.entropy_coef=0.01"]  # fmt: skip
+    out = run_main("train", *tiny, f"plugins=[{plugin}]", "algo.advantage=rank", "algo.policy_loss=plain_pg",
+                   "policy.type=wide_gaussian", f"hooks=[{plugin}:EMASuccess]", "iterations=2", "checkpoint_every=1",
+                   f"hydra.run.dir={run}")  # fmt: skip
+    assert out.code == 0, out.stderr[-2000:]
+    saved = checkpoint.load(run, purpose="resume")
+    assert saved["iteration"] == 2 and saved["hooks"]["EMASuccess"]["n"] == 2, saved["hooks"]  # after iteration 2
+    for table, name in __import__(plugin).NAMES.items():  # a new process: nothing registered yet
+        getattr(registry, table).pop(name)
+    sys.modules.pop(plugin)
+    out = run_main("evaluate", f"checkpoint={run}", "n_seeds=4")  # the checkpoint's plugins are imported again
+    assert out.code == 0 and "success" in out.stdout, out.stderr[-2000:]
+    out = run_main("train", f"resume={run}", "iterations=3")
+    assert out.code == 0, out.stderr[-2000:]
+    assert checkpoint.load(run, purpose="resume")["hooks"]["EMASuccess"]["n"] == 3
+    out = run_main("train", *tiny, f"plugins=[{plugin}_typo]", "iterations=1", f"hydra.run.dir={tmp_path / 'typo'}")
+    assert out.code == 2 and out.error_lines == [f"error: plugins=['{plugin}_typo']: importing '{plugin}_typo' "
+                                                 f"failed: ModuleNotFoundError: No module named '{plugin}_typo'"]
+    import plugin_example
+
+    cfg = checkpoint.load(run)["config"]  # the API: two hooks of one class keep two states
+    from grpo_robot.config import to_train_config
+
+    base = to_train_config({**cfg, "hooks": [], "iterations": 1, "checkpoint_every": 1, "resume": None})
+    first, second = plugin_example.EMASuccess(), plugin_example.EMASuccess()
+    second.n = 100  # told apart: they shared one entry, the second's
+    Trainer(base, tmp_path / "two", hooks=[first, second]).run()
+    states = checkpoint.load(tmp_path / "two", purpose="resume")["hooks"]
+    assert (states["EMASuccess"]["n"], states["EMASuccess#2"]["n"]) == (1, 101), states
+    import logging
+
+    warned: list[str] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = lambda record: warned.append(record.getMessage())
+    logger = logging.getLogger("grpo_robot.trainer")  # its own handler: run_main's Hydra set-up took caplog's
+    logger.disabled = False
+    logger.addHandler(handler)
+    try:  # resumed without them: said, not silently dropped
+        Trainer(replace_cfg(base, resume=str(tmp_path / "two"), iterations=2), tmp_path / "two").run()
+    finally:
+        logger.removeHandler(handler)
+    assert any("hooks this run does not have (EMASuccess, EMASuccess#2)" in w for w in warned), warned
+    summary = Trainer(base, tmp_path / "np", hooks=[plugin_example.NumpyState()]).run()
+    assert summary["stopped"] == "error" and summary["error"].startswith(
+        "the NumpyState hook's state_dict()['ema'] is a numpy.float64; a checkpoint keeps tensors"), summary["error"]
+
+
+def replace_cfg(cfg, **changes):
+    from dataclasses import replace
+
+    return replace(cfg, **changes)
+
+
+def test_a_subclass_of_the_tokenized_policy_clones_against_the_smoothed_targets():
+    """Cloning tested the policy's type name: a registered subclass of TokenizedPolicy ignored
+    `bc.token_sigma` (the same weights with 8 and 0)."""
+    import torch
+
+    from grpo_robot.bc import behaviour_clone
+    from grpo_robot.config import BCConfig
+    from grpo_robot.demos import collect_demos
+    from grpo_robot.policies import TokenizedPolicy
+
+    class MyTokens(TokenizedPolicy):
+        type = "my_tokens"
+
+    data, _ = collect_demos("Reach", 3, nthread=1)
+    weights = []
+    for sigma in (8.0, 0.0):
+        torch.manual_seed(0)
+        policy = MyTokens(data.obs_dim, data.action_dim, hidden_sizes=[16], bins=21)
+        cfg = BCConfig(max_steps=20, eval_every=10, val_fraction=0.0, token_sigma=sigma, seed=0)
+        behaviour_clone(policy, data, cfg)
+        weights.append({k: v.clone() for k, v in policy.state_dict().items()})
+    assert any(not torch.equal(weights[0][k], weights[1][k]) for k in weights[0])

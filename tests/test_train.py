@@ -43,7 +43,8 @@ def params(trainer: Trainer) -> dict[str, torch.Tensor]:
 
 
 class CrashAfter(Hook):
-    """Interrupts a run after `iteration`, once the default hooks have saved its checkpoint."""
+    """Interrupts a run after `iteration`, once the default hooks have saved its checkpoint (with
+    `late`: a user's hooks run before the periodic checkpoint)."""
 
     def __init__(self, iteration: int) -> None:
         self.iteration = iteration
@@ -53,10 +54,16 @@ class CrashAfter(Hook):
             raise KeyboardInterrupt
 
 
+def late(trainer: Trainer, *hooks: Hook) -> Trainer:
+    """`trainer` with `hooks` after all of its own, the checkpoint and loggers included."""
+    trainer.hooks.extend(hooks)
+    return trainer
+
+
 def resumed_after_crash(cfg: TrainConfig, tmp_path: Path, iteration: int) -> Trainer:
     """A run of `cfg` (`checkpoint_every=1`) interrupted after `iteration`, then a trainer resuming it."""
     with pytest.raises(KeyboardInterrupt):
-        Trainer(cfg, tmp_path / "first", hooks=[CrashAfter(iteration)]).run()
+        late(Trainer(cfg, tmp_path / "first"), CrashAfter(iteration)).run()
     return Trainer(replace(cfg, resume=str(tmp_path / "first")), tmp_path / "second")
 
 
@@ -176,7 +183,7 @@ def test_resume_matches_uninterrupted_run(tmp_path, schedule):
     straight = Trainer(cfg, tmp_path / "straight")
     straight.run()
 
-    interrupted = Trainer(cfg, tmp_path / "first", hooks=[CrashAfter(2)])
+    interrupted = late(Trainer(cfg, tmp_path / "first"), CrashAfter(2))
     interrupted.pretrained = {"source": "clone.pt", "demo_episodes": 3}  # as a pretraining stage records it
     with pytest.raises(KeyboardInterrupt):
         interrupted.run()
@@ -429,7 +436,7 @@ def test_the_progress_bar_counts_the_iterations_an_env_step_budget_leaves(tmp_pa
             self.seen.append(next(h for h in trainer.hooks if isinstance(h, ProgressBar)).bar.total)
 
     totals = Totals()
-    summary = Trainer(small_config(iterations=1000, max_env_steps=20_000), tmp_path, hooks=[totals]).run()
+    summary = late(Trainer(small_config(iterations=1000, max_env_steps=20_000), tmp_path), totals).run()
     assert summary["stopped"] == "max_env_steps"
     assert totals.seen == [summary["iterations"]] * summary["iterations"] and 3 <= summary["iterations"] <= 6
 
@@ -820,7 +827,7 @@ def test_a_resumed_run_purges_what_the_run_before_logged_past_its_checkpoint(tmp
     cfg = small_config(iterations=6, checkpoint_every=3)
     Trainer(cfg, tmp_path / "straight").run()
     with pytest.raises(KeyboardInterrupt):
-        Trainer(cfg, tmp_path / "run", hooks=[CrashAfter(5)]).run()  # before iteration 5 is logged
+        late(Trainer(cfg, tmp_path / "run"), CrashAfter(5)).run()  # before iteration 5 is logged
     assert len(tensorboard_points(tmp_path / "run" / "tb")) == 4
     assert checkpoint.load(tmp_path / "run", purpose="resume")["iteration"] == 3
     Trainer(replace(cfg, resume=str(tmp_path / "run")), tmp_path / "run").run()

@@ -453,6 +453,13 @@ class TrainConfig:
     algo: AlgoConfig = field(default_factory=AlgoConfig)
     seed: int = 0  # seeds the training seed stream, the initial weights and the sampling
     device: str = "auto"  # auto (CUDA when present) | cpu | cuda | cuda:N
+    # modules imported before the config is checked, which register advantages, policy losses or
+    # policies (grpo_robot/registry.py); recorded with the run, so evaluate.py, resume= and
+    # init_from= import them again, and so do Ray workers
+    plugins: list[str] = field(default_factory=list)
+    # hooks added to the run (grpo_robot/hooks.py): module:Class (or a function), called with no
+    # arguments, giving a Hook; they run after the evaluation and before the periodic checkpoint
+    hooks: list[str] = field(default_factory=list)
     iterations: int = 100
     max_env_steps: int | None = None  # stop once this many env steps were simulated (fair budgets)
     time_limit_min: float | None = None  # stop training early after this many minutes (this process's: resumed, anew)

@@ -344,9 +344,28 @@ def check_curriculum(cfg: TrainConfig) -> None:
            f"{env_source(cfg.env)} has none: set it to null")  # fmt: skip
 
 
+def check_plugins(cfg: TrainConfig) -> None:
+    """Import `plugins`, and check that each of `hooks` imports and can be called (one line each)."""
+    from grpo_robot.registry import import_plugins
+
+    try:
+        import_plugins(cfg.plugins)
+        if cfg.hooks:
+            from grpo_robot.gym_vector import load_callable
+
+            for path in cfg.hooks:
+                _check(":" in str(path), "hooks", cfg.hooks, f"{path!r} must be module:Class (or module:function)")
+                load_callable(path, "hooks")
+    except ConfigError:
+        raise
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+
+
 def validate(cfg: TrainConfig) -> None:
     """Raise `ConfigError` on the first out-of-range value of a training config."""
     cfg = _typed(cfg, TrainConfig)
+    check_plugins(cfg)  # before the names they register are checked
     check_memory(cfg)  # first: a size this machine cannot hold is refused with its estimate
     validate_env(cfg.env)
     validate_policy(cfg.policy)
