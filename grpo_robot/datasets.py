@@ -144,8 +144,11 @@ def _flat_obs(group: Any, keys: list[str] | None, where: str, aliases: dict[str,
     for key in keys:
         name = key if key in group else aliases.get(key, key)
         if name not in group:
+            env_names = {v: k for k, v in aliases.items()}  # robomimic's `object` is the env's `object-state`
+            has = ", ".join(env_names.get(k, k) for k in group)
             raise DatasetError(f"{where}: the env observes {key!r} (env.obs_keys={keys}), which the dataset lacks; "
-                               f"it has {', '.join(group)}")  # fmt: skip
+                               f"it has {has}: choose the env's keys among them (env.obs_keys, or a robosuite "
+                               "env's own env.kwargs.obs_keys)")  # fmt: skip
         parts.append(_array(group, name, where).astype(np.float32))
     rows = {len(part) for part in parts}
     if len(rows) > 1:

@@ -299,7 +299,8 @@ def test_a_dataset_of_another_env_or_layout_is_refused_naming_both_sides():
     env.close()
     point = GymGroupEnv(toy("DictPointReach", obs_keys=["position", "goal"]), 1)
     with pytest.raises(ValueError, match=r"the env observes 'position' .* which the dataset lacks; it has "
-                                         r"achieved_goal, desired_goal, observation"):  # fmt: skip
+                                         r"achieved_goal, desired_goal, observation: choose the env's keys among "
+                                         r"them \(env.obs_keys, or a robosuite env's own env.kwargs.obs_keys\)"):
         load_demos(MINARI, point.cfg, point)
     point.close()
 

@@ -540,4 +540,6 @@ class PretrainConfig:
     # world is an env instance; a process with env.vector=async); built-in tasks run one per seed
     eval_worlds: int = 16
     device: str = "auto"
-    output: str | None = None  # checkpoint path; null = <dataset stem>_bc_<policy.type>.pt next to the dataset
+    # checkpoint path; null = <dataset stem>_bc_<policy.type>.pt next to a dataset file (.npz, .hdf5), or in
+    # the working directory for a dataset folder or id (Minari)
+    output: str | None = None
