@@ -148,6 +148,7 @@ def test_a_users_plugins_and_hooks_run_from_the_command_line_and_come_back_with_
             "progress=false", "policy.hidden_sizes=[16]", "algo.entropy_coef=0.01"]  # fmt: skip
     out = run_main("train", *tiny, f"plugins=[{plugin}]", "algo.advantage=rank", "algo.policy_loss=plain_pg",
                    "policy.type=wide_gaussian", f"hooks=[{plugin}:EMASuccess]", "iterations=2", "checkpoint_every=1",
+                   "algo.std_anneal.final=0.2", "algo.std_anneal.iterations=2",  # a Gaussian's: refused by type name
                    f"hydra.run.dir={run}")  # fmt: skip
     assert out.code == 0, out.stderr[-2000:]
     saved = checkpoint.load(run, purpose="resume")

@@ -344,6 +344,21 @@ def check_curriculum(cfg: TrainConfig) -> None:
            f"{env_source(cfg.env)} has none: set it to null")  # fmt: skip
 
 
+def policy_family(kind: str) -> str | None:
+    """`gaussian` or `tokenized` for those policies and for the registered classes that extend them
+    (a plugin's subclass takes their settings), else None. The built-in names load nothing."""
+    if kind in ("gaussian", "tokenized"):
+        return kind
+    from grpo_robot.registry import POLICIES
+
+    if kind not in POLICIES:
+        return None
+    from grpo_robot.policies import GaussianPolicy, TokenizedPolicy
+
+    cls = POLICIES[kind]
+    return "gaussian" if issubclass(cls, GaussianPolicy) else "tokenized" if issubclass(cls, TokenizedPolicy) else None
+
+
 def check_plugins(cfg: TrainConfig) -> None:
     """Import `plugins`, and check that each of `hooks` imports and can be called (one line each)."""
     from grpo_robot.registry import import_plugins
@@ -409,8 +424,9 @@ def validate(cfg: TrainConfig) -> None:
     anneal = algo.std_anneal
     if anneal.final is not None:
         pol = cfg.policy
-        has = f"policy.type={pol.type}" + (" with state_dependent_std=true" if pol.type == "gaussian" else "")
-        _check(pol.type == "gaussian" and not pol.state_dependent_std, "algo.std_anneal.final", anneal.final,
+        gaussian = policy_family(pol.type) == "gaussian"
+        has = f"policy.type={pol.type}" + (" with state_dependent_std=true" if gaussian else "")
+        _check(gaussian and not pol.state_dependent_std, "algo.std_anneal.final", anneal.final,
                f"caps a Gaussian's free std; {has} has none: set it to null")  # fmt: skip
         _check(anneal.final < pol.init_std, "algo.std_anneal.final", anneal.final,
                f"must be below policy.init_std={pol.init_std:g}, where the cap starts, or null (off)")  # fmt: skip
@@ -556,7 +572,7 @@ def validate_policy(pol: PolicyConfig) -> None:
     if pol.min_std is not None:
         _check(pol.min_std <= pol.init_std, "policy.min_std", pol.min_std,
                f"must be at most policy.init_std={pol.init_std:g}, where the std starts")  # fmt: skip
-    tokenized = pol.type == "tokenized"
+    tokenized = policy_family(pol.type) == "tokenized"
     if tokenized and pol.learn_temperature:
         low, high = TEMPERATURE_BOUNDS
         _check(low <= pol.temperature <= high, "policy.temperature", pol.temperature,
@@ -601,7 +617,7 @@ def validate_eval(cfg: EvalConfig, train_cfg: TrainConfig | None = None) -> None
     if cfg.video:
         _check_output_folder(cfg.video_dir, "video_dir")
     if train_cfg is not None:
-        _check(cfg.decode is None or train_cfg.policy.type == "tokenized", "decode", cfg.decode,
+        _check(cfg.decode is None or policy_family(train_cfg.policy.type) == "tokenized", "decode", cfg.decode,
                f"applies to tokenized policies only; this checkpoint's policy is {train_cfg.policy.type}")  # fmt: skip
         check_memory(train_cfg, eval_seeds=cfg.n_seeds, eval_key="n_seeds", train=False)
     if cfg.video:
@@ -772,7 +788,7 @@ def network_parameters(pol: PolicyConfig, obs_dim: int, action_dim: int, critic:
     hidden = list(pol.hidden_sizes)
     h, a = hidden[-1], action_dim
     n = _mlp([obs_dim, *hidden])
-    if pol.type == "tokenized":
+    if policy_family(pol.type) == "tokenized":
         n += _mlp([h, a * pol.bins]) + (a if pol.learn_temperature else 0)
         if pol.bin_logits == "gaussian":
             n += _mlp([h, a]) + a  # the bump's mean head and width
@@ -789,7 +805,7 @@ def _activation_floats(pol: PolicyConfig, action_dim: int, critic: bool) -> int:
     """Floats one step keeps for the backward pass of the update (outputs and their gradients)."""
     a, h = action_dim, pol.hidden_sizes[-1]
     head = 2 * a
-    if pol.type == "tokenized":
+    if policy_family(pol.type) == "tokenized":
         head = 3 * a * pol.bins  # logits, log-softmax, probabilities (entropy)
         if pol.bin_logits == "ordinal":
             head += 4 * a * pol.bins  # both log-sigmoids and their running sums
@@ -828,7 +844,7 @@ def estimate_memory(cfg: TrainConfig, worlds: int | None = None, train: bool = T
     if not size.exact:  # Gymnasium: evaluation runs in chunks on at most the training worlds
         worlds = min(worlds, n_traj) if not train else worlds
     a = size.action_dim
-    raw = 2 * a if pol.type == "tokenized" else a  # tokens are int64
+    raw = 2 * a if policy_family(pol.type) == "tokenized" else a  # tokens are int64
     step_floats = size.obs_dim + raw + a + 1
     batch = 4.0 * worlds * size.horizon * step_floats * 2
     sim = worlds * size.world_bytes if (size.exact or train or new_worlds) else 0.0
