@@ -366,9 +366,22 @@ def clipped_policy_loss(
     return loss, metrics
 
 
-def group_relative(name: str, rewards: torch.Tensor, eps: float) -> torch.Tensor:
-    """The registered group estimator `name` on outcomes `[G, N]` -> float32 `[G * N]`."""
+def group_relative(name: str, rewards: torch.Tensor, eps: float, options: dict[str, Any] | None = None) -> torch.Tensor:
+    """The registered group estimator `name` on outcomes `[G, N]` -> float32 `[G * N]`; `options`
+    (`algo.options`) are its keyword arguments."""
     estimator = ADVANTAGE_ESTIMATORS[name]
     if estimator.needs_critic:
         raise ValueError(f"advantage={name} needs a critic; it cannot score groups of outcomes")
-    return estimator(rewards, eps).reshape(-1).to(torch.float32)
+    return estimator(rewards, eps, **_taken(estimator, options or {})).reshape(-1).to(torch.float32)
+
+
+def _taken(fn: Callable, options: dict[str, Any]) -> dict[str, Any]:
+    """The `options` that `fn` takes as keyword arguments (all of them where it takes **kwargs): the
+    rest are a policy loss's, which reads `cfg.options`."""
+    import inspect
+
+    params = inspect.signature(getattr(fn, "fn", fn)).parameters.values()  # a registered estimator's function
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return dict(options)
+    names = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    return {k: v for k, v in options.items() if k in names}

@@ -46,9 +46,10 @@ class GroupAdvantages:
 
     def __init__(self, cfg: AlgoConfig) -> None:
         self.name, self.eps, self.group_size = cfg.advantage, cfg.adv_eps, cfg.group_size
+        self.options = dict(cfg.options)  # a registered estimator's own settings
 
     def advantages(self, batch: Batch, policy: Policy) -> tuple[torch.Tensor, dict[str, float]]:
-        per_traj = group_relative(self.name, batch.success.view(-1, self.group_size), self.eps)  # [B]
+        per_traj = group_relative(self.name, batch.success.view(-1, self.group_size), self.eps, self.options)  # [B]
         _, traj = batch.mask.nonzero(as_tuple=True)  # the t-major order of Batch.packed()
         return per_traj[traj], {"mean_abs_advantage": per_traj.abs().mean().item()}
 

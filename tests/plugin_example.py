@@ -16,20 +16,25 @@ from grpo_robot.policies.base import register_policy
 NAMES = {"ADVANTAGE_ESTIMATORS": "rank", "POLICY_LOSSES": "plain_pg", "POLICIES": "wide_gaussian"}
 
 
+CALLS: list[dict] = []  # the options each call of `rank` was given
+
+
 @register_advantage("rank")
-def rank(rewards: torch.Tensor, eps: float) -> torch.Tensor:
-    """Each member's rank in its group, centred and scaled to [-1, 1]; 0 for a uniform group."""
+def rank(rewards: torch.Tensor, eps: float, scale: float = 1.0) -> torch.Tensor:
+    """Each member's rank in its group, centred and scaled to [-scale, scale]; 0 for a uniform
+    group. `scale` comes from `algo.options.scale`."""
+    CALLS.append({"scale": scale})
     r = rewards.to(torch.float64)
     n = r.shape[-1]
     ranks = r.argsort(-1).argsort(-1).to(torch.float64)
-    centred = (ranks - (n - 1) / 2) / max((n - 1) / 2, 1)
+    centred = scale * (ranks - (n - 1) / 2) / max((n - 1) / 2, 1)
     return torch.where((r == r[..., :1]).all(-1, keepdim=True), torch.zeros_like(centred), centred)
 
 
 @register_policy_loss("plain_pg")
 def plain_pg(logp, logp_old, advantages, layout, cfg, logp_ref=None, entropy=None):
     """REINFORCE on the group advantage, with the entropy bonus, reporting its loss alone."""
-    objective = logp.sum(-1) * advantages
+    objective = logp.sum(-1) * advantages * cfg.options.get("gain", 1.0)
     if cfg.entropy_coef > 0 and entropy is not None:
         objective = objective + cfg.entropy_coef * entropy.sum(-1)
     loss = -objective.mean()

@@ -221,3 +221,26 @@ def test_a_subclass_of_the_tokenized_policy_clones_against_the_smoothed_targets(
         behaviour_clone(policy, data, cfg)
         weights.append({k: v.clone() for k, v in policy.state_dict().items()})
     assert any(not torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
+
+
+def test_a_registered_advantage_and_loss_take_their_own_settings_from_algo_options(tmp_path, plugin):
+    """A registered entry could get no settings of its own (`+algo.rank_temp=2`: not a key of
+    algo): `algo.options` gives the estimator the keyword arguments it takes and the loss
+    `cfg.options`; with the built-in entries, which take none, it is one line."""
+    from cli_harness import run_main
+
+    from grpo_robot import checkpoint
+
+    tiny = ["env=reach", "algo.group_size=4", "algo.groups_per_iter=4", "algo.minibatches=1", "eval_seeds=4",
+            "progress=false", "policy.hidden_sizes=[16]", "iterations=1"]  # fmt: skip
+    out = run_main("train", *tiny, f"plugins=[{plugin}]", "algo.advantage=rank", "algo.policy_loss=plain_pg",
+                   "algo.options.scale=0.5", "algo.options.gain=2", f"hydra.run.dir={tmp_path / 'run'}")  # fmt: skip
+    assert out.code == 0, out.stderr[-2000:]
+    import plugin_example
+
+    assert plugin_example.CALLS and all(call == {"scale": 0.5} for call in plugin_example.CALLS)  # gain: the loss's
+    assert checkpoint.load(tmp_path / "run")["config"]["algo"]["options"] == {"scale": 0.5, "gain": 2}
+    out = run_main("train", *tiny, "algo.options.scale=0.5", f"hydra.run.dir={tmp_path / 'builtin'}")
+    assert out.code == 2 and out.error_lines == [
+        "error: algo.options={'scale': 0.5} is invalid: is for a registered advantage or policy loss of one's own "
+        "(plugins=[...]); algo.advantage=grpo and algo.policy_loss=clipped take none"], out.stderr  # fmt: skip

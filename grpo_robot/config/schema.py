@@ -308,6 +308,10 @@ class AlgoConfig:
     # seq-mean-token-mean (GRPO) | token-mean (DAPO) | seq-mean-token-sum-norm (Dr. GRPO)
     aggregation: str = registered(AGGREGATIONS, "seq-mean-token-mean")
     policy_loss: str = registered(POLICY_LOSSES, "clipped")  # the loss on each minibatch
+    # settings of a registered advantage estimator or policy loss of one's own (algo.options={temp: 2}
+    # or +algo.options.temp=2): the estimator gets them as keyword arguments, a loss reads them as
+    # cfg.options; the built-in entries take none
+    options: dict[str, Any] = field(default_factory=dict)
     group_size: int = 16  # N rollouts per initial condition
     groups_per_iter: int = 32  # G initial conditions per iteration
     epochs: int = 4  # K passes over each batch

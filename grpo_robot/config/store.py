@@ -114,11 +114,11 @@ def bool_override_error(overrides: list[str], root: type = TrainConfig) -> str |
 
 
 # keys whose value is a free dict (constructor arguments), into which an override may add keys
-FREE_DICTS = ("env.kwargs",)
+FREE_DICTS = ("env.kwargs", "algo.options")
 
 
 def free_dict_overrides(overrides: list[str]) -> list[str]:
-    """`overrides` with `env.kwargs={...}` and `env.kwargs.k=v` given as `++...`: Hydra refuses a
+    """`overrides` with `env.kwargs={...}` and `env.kwargs.k=v` (and `algo.options`) given as `++...`: Hydra refuses a
     key that the preset's dict lacks unless the override adds it, and a user sets constructor
     arguments that no preset names. A dict is merged into the preset's (a key given replaces the
     preset's value, the others stay)."""

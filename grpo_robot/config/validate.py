@@ -46,7 +46,7 @@ from grpo_robot.config.schema import (
     TrainConfig,
     env_source,
 )
-from grpo_robot.registry import DECODES, Registry, needs_critic
+from grpo_robot.registry import ADVANTAGE_ESTIMATORS, DECODES, POLICY_LOSSES, Registry, needs_critic
 from grpo_robot.seed_ranges import DEMO_RUNS, DEMO_SEEDS_PER_RUN, EVAL_SEED_START, TEST_SEED_START
 
 
@@ -386,6 +386,10 @@ def validate(cfg: TrainConfig) -> None:
     validate_policy(cfg.policy)
     check_values(cfg.algo, "algo.")
     algo, critic, sampling = cfg.algo, cfg.algo.critic, cfg.algo.dynamic_sampling
+    _check(not algo.options or algo.advantage not in ADVANTAGE_ESTIMATORS.builtin
+           or algo.policy_loss not in POLICY_LOSSES.builtin, "algo.options", dict(algo.options),
+           f"is for a registered advantage or policy loss of one's own (plugins=[...]); algo.advantage="
+           f"{algo.advantage} and algo.policy_loss={algo.policy_loss} take none")  # fmt: skip
     critic_advantage = needs_critic(algo.advantage)
     _check(algo.group_size >= (1 if critic_advantage else 2), "algo.group_size", algo.group_size,
            "must be >= 1" if critic_advantage else
