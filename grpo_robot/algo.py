@@ -372,14 +372,15 @@ def group_relative(name: str, rewards: torch.Tensor, eps: float, options: dict[s
     estimator = ADVANTAGE_ESTIMATORS[name]
     if estimator.needs_critic:
         raise ValueError(f"advantage={name} needs a critic; it cannot score groups of outcomes")
-    return estimator(rewards, eps, **_taken(estimator, options or {})).reshape(-1).to(torch.float32)
+    return estimator(rewards, eps, **(options or {})).reshape(-1).to(torch.float32)
 
 
-def _taken(fn: Callable, options: dict[str, Any]) -> dict[str, Any]:
-    """The `options` that `fn` takes as keyword arguments (all of them where it takes **kwargs): the
-    rest are a policy loss's, which reads `cfg.options`."""
+def estimator_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The `options` (`algo.options`) that estimator `name` takes as keyword arguments (all of them
+    where it takes **kwargs): the rest are a policy loss's, which reads `cfg.options`."""
     import inspect
 
+    fn = ADVANTAGE_ESTIMATORS[name]
     params = inspect.signature(getattr(fn, "fn", fn)).parameters.values()  # a registered estimator's function
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
         return dict(options)

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from grpo_robot.algo import POLICY_LOSSES, Layout, gradient_steps, group_relative
+from grpo_robot.algo import POLICY_LOSSES, Layout, estimator_options, gradient_steps, group_relative
 from grpo_robot.config import AlgoConfig
 from grpo_robot.policies import Policy
 from grpo_robot.rollout import Batch
@@ -46,7 +46,7 @@ class GroupAdvantages:
 
     def __init__(self, cfg: AlgoConfig) -> None:
         self.name, self.eps, self.group_size = cfg.advantage, cfg.adv_eps, cfg.group_size
-        self.options = dict(cfg.options)  # a registered estimator's own settings
+        self.options = estimator_options(cfg.advantage, dict(cfg.options)) if cfg.options else {}  # once, not per batch
 
     def advantages(self, batch: Batch, policy: Policy) -> tuple[torch.Tensor, dict[str, float]]:
         per_traj = group_relative(self.name, batch.success.view(-1, self.group_size), self.eps, self.options)  # [B]
