@@ -1,5 +1,6 @@
 import os
 import re
+import sys
 from collections import Counter
 
 import pytest
@@ -128,3 +129,17 @@ def pytest_runtest_setup(item):
 @pytest.fixture(params=list(TASKS))
 def task_name(request) -> str:
     return request.param
+
+
+@pytest.fixture
+def plugin():
+    """tests/plugin_example.py imported by the test, its entries and module removed after it, so
+    that no other test of this process sees its names."""
+    yield "plugin_example"
+    import plugin_example
+
+    from grpo_robot import registry
+
+    for table, name in plugin_example.NAMES.items():
+        getattr(registry, table).pop(name, None)
+    sys.modules.pop("plugin_example", None)

@@ -45,9 +45,10 @@ def plain_pg(logp, logp_old, advantages, layout, cfg, logp_ref=None, entropy=Non
 class WideGaussian(GaussianPolicy):
     type = "wide_gaussian"
 
-    def __init__(self, obs_dim: int, action_dim: int, width: float = 1.0, **kwargs):
-        self.width = width
-        super().__init__(obs_dim, action_dim, **kwargs)
+    def __init__(self, obs_dim: int, action_dim: int, width: int = 1, **kwargs):
+        self.width = width  # hidden layers `width` times as wide as policy.hidden_sizes
+        sizes = [width * size for size in kwargs.pop("hidden_sizes", [256, 256])]
+        super().__init__(obs_dim, action_dim, hidden_sizes=sizes, **kwargs)
 
 
 class EMASuccess(Hook):

@@ -99,6 +99,17 @@ def test_ray_gives_the_local_parameters_on_a_built_in_task(local_ray, tmp_path, 
     assert all(rate > 100 for rate in rates) and 0 <= seen.logged["time/worker_wait_s"] < 60
 
 
+def test_a_plugin_policy_with_an_argument_of_its_own_gives_the_local_parameters_on_ray(local_ray, tmp_path, plugin):
+    """Each worker imports the run's plugins and builds the class from the arguments its record
+    holds (`policy.options`: width=2 doubles the hidden layers)."""
+    cfg = small_config(iterations=2, plugins=[plugin], eval_seeds=4)
+    cfg = replace(cfg, policy=replace(cfg.policy, type="wide_gaussian", hidden_sizes=[16], options={"width": 2}),
+                  algo=replace(cfg.algo, groups_per_iter=2, group_size=2, train_horizon=12))  # fmt: skip
+    local, *_ = train(on(cfg, "local"), tmp_path / "local")
+    remote, *_ = train(on(cfg, "ray", 2), tmp_path / "ray")
+    assert local["trunk.0.weight"].shape[0] == 32 and same(local, remote)
+
+
 def test_ray_workers_reset_at_the_curriculum_difficulty(local_ray, tmp_path):
     """algo.curriculum: the workers draw the learner's easier starts (the goal's distance is in every
     observation, so starts drawn at another difficulty would give other parameters)."""

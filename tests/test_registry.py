@@ -120,18 +120,6 @@ def test_a_policy_registered_by_a_plugin_trains_with_the_keys_its_constructor_ta
         del registry.POLICIES["plug_gaussian"]
 
 
-@pytest.fixture
-def plugin():
-    """tests/plugin_example.py imported by the test, its entries and module removed after it, so
-    that no other test of this process sees its names."""
-    yield "plugin_example"
-    import plugin_example
-
-    for table, name in plugin_example.NAMES.items():
-        getattr(registry, table).pop(name, None)
-    sys.modules.pop("plugin_example", None)
-
-
 def test_a_users_plugins_and_hooks_run_from_the_command_line_and_come_back_with_the_checkpoint(tmp_path, plugin):
     """An advantage, a policy loss and a policy class registered by the user's module, and a hook
     with state, named in the config (`plugins=`, `hooks=`): they were usable through the API
@@ -147,12 +135,16 @@ def test_a_users_plugins_and_hooks_run_from_the_command_line_and_come_back_with_
     tiny = ["env=reach", "algo.group_size=4", "algo.groups_per_iter=4", "algo.minibatches=1", "eval_seeds=4",
             "progress=false", "policy.hidden_sizes=[16]", "algo.entropy_coef=0.01"]  # fmt: skip
     out = run_main("train", *tiny, f"plugins=[{plugin}]", "algo.advantage=rank", "algo.policy_loss=plain_pg",
-                   "policy.type=wide_gaussian", f"hooks=[{plugin}:EMASuccess]", "iterations=2", "checkpoint_every=1",
+                   "policy.type=wide_gaussian", "policy.options.width=2", f"hooks=[{plugin}:EMASuccess]",
+                   "iterations=2", "checkpoint_every=1",
                    "algo.std_anneal.final=0.2", "algo.std_anneal.iterations=2",  # a Gaussian's: refused by type name
                    f"hydra.run.dir={run}")  # fmt: skip
     assert out.code == 0, out.stderr[-2000:]
     saved = checkpoint.load(run, purpose="resume")
     assert saved["iteration"] == 2 and saved["hooks"]["EMASuccess"]["n"] == 2, saved["hooks"]  # after iteration 2
+    record = saved["policy"]  # its own argument, and the sizes it was given, not the ones it derived
+    assert (record["kwargs"]["width"], record["kwargs"]["hidden_sizes"]) == (2, [16]), record["kwargs"]
+    assert record["state_dict"]["trunk.0.weight"].shape[0] == 32
     for table, name in __import__(plugin).NAMES.items():  # a new process: nothing registered yet
         getattr(registry, table).pop(name)
     sys.modules.pop(plugin)
@@ -191,6 +183,25 @@ def test_a_users_plugins_and_hooks_run_from_the_command_line_and_come_back_with_
     summary = Trainer(base, tmp_path / "np", hooks=[plugin_example.NumpyState()]).run()
     assert summary["stopped"] == "error" and summary["error"].startswith(
         "the NumpyState hook's state_dict()['ema'] is a numpy.float64; a checkpoint keeps tensors"), summary["error"]
+
+
+def test_policy_options_are_refused_in_one_line_where_no_constructor_takes_them(plugin):
+    """`policy.options` sets a registered policy class's own constructor arguments: refused on a
+    built-in policy, for a key the class does not take, and for a key another `policy.` key sets."""
+    from cli_harness import run_main
+
+    cases = [
+        (["policy.options.width=2"], "error: policy.options={'width': 2} is invalid: is for a registered policy "
+                                     "class of one's own (plugins=[...]); policy.type=gaussian takes none"),
+        ([f"plugins=[{plugin}]", "policy.type=wide_gaussian", "policy.options.widht=2"],
+         "error: policy.options.widht=2 is invalid: is not an argument of policy.type=wide_gaussian's constructor; "
+         "its own are: width"),
+        ([f"plugins=[{plugin}]", "policy.type=wide_gaussian", "+policy.options.init_std=0.3"],
+         "error: policy.options.init_std=0.3 is invalid: is set by policy.init_std, not in policy.options"),
+    ]
+    for overrides, line in cases:
+        out = run_main("train", *overrides)
+        assert out.code == 2 and out.error_lines == [line], (overrides, out.error_lines, out.stderr[-1500:])
 
 
 def replace_cfg(cfg, **changes):

@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from omegaconf import MISSING, DictConfig
+from omegaconf import MISSING, DictConfig, OmegaConf
 
 from grpo_robot.envs import TASK_NAMES
 from grpo_robot.registry import (
@@ -128,6 +128,10 @@ class PolicyConfig:
     # whatever its gradient, so at a rate that suits the mean the free logits move the categorical
     # furthest (docs/results.md, the tokenized policy)
     free_logits_lr: float = 1.0
+    # the constructor arguments of a registered policy class of one's own that are not among the keys
+    # above (policy.options={width: 2.0} or +policy.options.width=2.0); recorded with its weights, so
+    # evaluate.py, resume= and Ray workers rebuild it alike. The built-in policies take none
+    options: dict[str, Any] = field(default_factory=dict)
 
 
 def policy_kwargs(cfg: PolicyConfig) -> dict[str, Any]:
@@ -145,7 +149,12 @@ def policy_kwargs(cfg: PolicyConfig) -> dict[str, Any]:
     from grpo_robot.registry import POLICIES  # a plugin's class: filed when its module was imported
 
     takes = constructor_arguments(POLICIES[cfg.type])
-    return {k: v for k, v in {**gaussian, **tokenized}.items() if k in takes}
+    return {**{k: v for k, v in {**gaussian, **tokenized}.items() if k in takes}, **_plain(cfg.options)}
+
+
+def _plain(options: Any) -> dict[str, Any]:
+    """`options` (a dict or an OmegaConf node) as plain Python containers, as a checkpoint keeps them."""
+    return OmegaConf.to_container(options, resolve=True) if isinstance(options, DictConfig) else dict(options)
 
 
 def unused_policy_settings(cfg: PolicyConfig) -> list[str]:
@@ -162,7 +171,8 @@ def unused_policy_settings(cfg: PolicyConfig) -> list[str]:
         where += f" with bin_logits={cfg.bin_logits}"
     default = PolicyConfig()
     return [f"policy.{f.name}={getattr(cfg, f.name)} has no effect on {where}" for f in dataclasses.fields(PolicyConfig)
-            if f.name != "type" and f.name not in takes and getattr(cfg, f.name) != getattr(default, f.name)]
+            if f.name not in ("type", "options") and f.name not in takes
+            and getattr(cfg, f.name) != getattr(default, f.name)]
 
 
 def unused_settings(cfg: Any) -> list[str]:

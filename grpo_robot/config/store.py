@@ -114,12 +114,12 @@ def bool_override_error(overrides: list[str], root: type = TrainConfig) -> str |
 
 
 # keys whose value is a free dict (constructor arguments), into which an override may add keys
-FREE_DICTS = ("env.kwargs", "algo.options")
+FREE_DICTS = ("env.kwargs", "algo.options", "policy.options")
 
 
 def free_dict_overrides(overrides: list[str]) -> list[str]:
-    """`overrides` with `env.kwargs={...}` and `env.kwargs.k=v` (and `algo.options`) given as `++...`: Hydra refuses a
-    key that the preset's dict lacks unless the override adds it, and a user sets constructor
+    """`overrides` with `env.kwargs={...}` and `env.kwargs.k=v` as `++...` (`algo.options` and `policy.options` too):
+    Hydra refuses a key that the preset's dict lacks unless the override adds it, and a user sets constructor
     arguments that no preset names. A dict is merged into the preset's (a key given replaces the
     preset's value, the others stay)."""
     out = []

@@ -586,6 +586,27 @@ def validate_policy(pol: PolicyConfig) -> None:
     _check((tokenized and pol.bin_logits == "gaussian") or pol.free_logits_lr == 1.0, "policy.free_logits_lr",
            pol.free_logits_lr, f"must be 1 with {where}: only tokenized bin_logits=gaussian has free logits beside "
            "the bump; use algo.lr")  # fmt: skip
+    if pol.options:
+        _check_policy_options(pol)
+
+
+def _check_policy_options(pol: PolicyConfig) -> None:
+    """`policy.options` names constructor arguments of a registered policy class of one's own that
+    no other `policy.` key sets."""
+    from grpo_robot.config.schema import constructor_arguments
+    from grpo_robot.registry import POLICIES
+
+    options = dict(pol.options)
+    _check(pol.type not in POLICIES.builtin, "policy.options", options,
+           f"is for a registered policy class of one's own (plugins=[...]); policy.type={pol.type} takes none")
+    if pol.type not in POLICIES:  # named in its own line by the type's check
+        return
+    ours = {f.name for f in dataclasses.fields(PolicyConfig)}
+    own = sorted(constructor_arguments(POLICIES[pol.type]) - ours - {"self", "obs_dim", "action_dim"})
+    for key in options:
+        _check(key not in ours, f"policy.options.{key}", options[key], f"is set by policy.{key}, not in policy.options")
+        _check(key in own, f"policy.options.{key}", options[key],
+               f"is not an argument of policy.type={pol.type}'s constructor; its own are: {', '.join(own) or 'none'}")
 
 
 _DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")

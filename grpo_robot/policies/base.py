@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
@@ -146,6 +147,11 @@ class Policy(nn.Module):
 
     type: str  # the config's `policy.type`
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> Policy:
+        self = super().__new__(cls)
+        self.__dict__["_built_with"] = (args, kwargs)  # the outermost constructor's call, for init_kwargs
+        return self
+
     def __init__(self, obs_dim: int, action_dim: int, obs_norm: bool) -> None:
         super().__init__()
         self.obs_dim, self.action_dim = obs_dim, action_dim
@@ -153,8 +159,28 @@ class Policy(nn.Module):
         self.obs_norm = ObsNormalizer(obs_dim, obs_norm)
 
     def init_kwargs(self) -> dict[str, Any]:
-        """Constructor arguments, stored in checkpoints to rebuild the policy."""
-        raise NotImplementedError
+        """Constructor arguments but `obs_dim` and `action_dim`, stored in checkpoints to rebuild the
+        policy: the arguments its class's constructor was called with (its defaults included, and
+        what it took through `**kwargs`), over a built-in policy's `_kwargs`. So a registered
+        subclass with an argument of its own (`width=2`) is rebuilt as it was by `evaluate.py`,
+        `resume=` and Ray workers, and one that derives a parent's argument from its own (wider
+        `hidden_sizes`) is called again with what it was given, not with what it derived."""
+        kwargs = dict(getattr(self, "_kwargs", {}))
+        args, given = self.__dict__.get("_built_with", ((), {}))
+        signature = inspect.signature(type(self).__init__)
+        try:
+            bound = signature.bind(self, *args, **given)
+        except TypeError:  # built some other way (copy.deepcopy calls no constructor): what it keeps
+            return kwargs
+        bound.apply_defaults()
+        called: dict[str, Any] = {}
+        for name, value in list(bound.arguments.items())[1:]:
+            kind = signature.parameters[name].kind
+            if kind is inspect.Parameter.VAR_KEYWORD:
+                called.update(value)
+            elif kind is not inspect.Parameter.VAR_POSITIONAL and name not in ("obs_dim", "action_dim"):
+                called[name] = list(value) if isinstance(value, tuple) else value
+        return {**kwargs, **called}
 
     def sample(self, obs: torch.Tensor, generator: torch.Generator | None = None, deterministic: bool = False):
         """-> (raw [..., raw_dim], action [..., action_dim] in [-1, 1], token log-probs [..., n_tokens])."""

@@ -88,9 +88,6 @@ class GaussianPolicy(Policy):
         else:
             self.log_std = torch.nn.Parameter(torch.full((action_dim,), init_log_std))
 
-    def init_kwargs(self):
-        return dict(self._kwargs)
-
     def distribution(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """-> (mean, log_std), both `[..., action_dim]`, of the pre-squash Gaussian."""
         hidden = self.trunk(self.obs_norm(obs))

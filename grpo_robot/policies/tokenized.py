@@ -144,9 +144,6 @@ class TokenizedPolicy(Policy):
             self.register_buffer("earlier", torch.ones(action_dim, action_dim).tril(-1))  # [d, j]: j < d
             self.register_buffer("dim_onehot", torch.eye(action_dim))
 
-    def init_kwargs(self):
-        return dict(self._kwargs)
-
     def to_action(self, tokens: torch.Tensor) -> torch.Tensor:
         return self.centres[tokens]
 
