@@ -129,7 +129,7 @@ class Task:
     def potential(self, obs: np.ndarray) -> np.ndarray:
         """A hand-made measure of progress, `obs: [B, obs_dim]` -> `[B]`, higher nearer success:
         minus the distances (m) still to cover. Only the shaped-reward option of PPO
-        (`algo.reward=shaped`) uses it, as a reference; GRPO learns from the outcome alone."""
+        (`algo.critic.reward=shaped`) uses it, as a reference; GRPO learns from the outcome alone."""
         raise NotImplementedError
 
     def planar_distance(self, obs: np.ndarray, a: str, b: str) -> np.ndarray:

@@ -145,10 +145,13 @@ def clipped_surrogate(
     `clip_high` defaults to `clip_low` (symmetric); a larger one is DAPO's clip-higher. With
     `dual_clip = c > 1`, the objective of a negative advantage is bounded below by c*A, so a
     huge ratio on a bad action cannot dominate the batch.
-    -> (objective [E], ratio [E], clipped [E] bool: a clip bound is the active term).
+    -> (objective [E], ratio [E] (1 where the advantage is 0), clipped [E] bool: a clip bound is the
+    active term).
     """
     clip_high = clip_low if clip_high is None else clip_high
-    ratio = torch.exp(logp - logp_old)
+    # a zero advantage's term is 0 whatever its ratio: its log-ratio is left out of exp, so a ratio
+    # overflowing to inf cannot make it 0 * inf = NaN (a KL or entropy term still brings such rows in)
+    ratio = torch.exp(torch.where(advantages == 0, 0.0, logp - logp_old))
     unclipped = ratio * advantages
     clipped = torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high) * advantages
     objective = torch.minimum(unclipped, clipped)

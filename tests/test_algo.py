@@ -97,6 +97,20 @@ def test_policy_loss_by_hand():
     assert loss_kl.item() == pytest.approx(loss.item() + 0.5 * kl) and metrics["kl_ref"].item() == pytest.approx(kl)
 
 
+def test_a_zero_advantage_step_whose_ratio_overflows_leaves_the_loss_finite():
+    """A log-ratio of 89 overflows float32's exp to inf: 0 * inf made the zero-advantage term NaN,
+    and with a KL term (which brings such rows into the loss) the minibatch's step was thrown away."""
+    logp = torch.tensor([89.0, 0.1, 0.1], requires_grad=True)
+    adv = torch.tensor([0.0, 1.0, -1.0])
+    objective, ratio, active = clipped_surrogate(logp, torch.zeros(3), adv, 0.2)
+    assert objective[0].item() == 0.0 and torch.isfinite(objective).all() and not active[0]
+    cfg = AlgoConfig(kl=KLConfig(beta=0.01))
+    layout = Layout(torch.arange(3), torch.ones(3, dtype=torch.long), torch.arange(3), horizon=1)
+    loss, _ = clipped_policy_loss(logp[:, None], torch.zeros(3, 1), adv, layout, cfg, torch.zeros(3, 1))
+    loss.backward()
+    assert torch.isfinite(loss) and torch.isfinite(logp.grad).all(), (loss, logp.grad)
+
+
 def test_registering_a_name_twice_raises():
     from grpo_robot.algo import register_advantage
 

@@ -247,7 +247,9 @@ class ClipConfig:
 
 @dataclass
 class KLConfig:
-    """A penalty KL(pi || pi_ref) to the frozen initial policy."""
+    """A penalty toward the frozen initial policy. Its value estimates KL(pi || pi_ref) with every
+    estimator; its gradient's direction depends on the estimator (k3's is KL(pi_ref || pi)'s, k2's
+    KL(pi || pi_ref)'s, k1's is 0 in expectation; docs/algorithms.md)."""
 
     beta: float = 0.0  # its weight; 0 keeps no reference policy at all
     estimator: str = registered(KL_ESTIMATORS, "k3")  # k1 | k2 | k3 (grpo_robot/algo.py)
