@@ -6,6 +6,7 @@ on stderr naming the key and what is allowed, before any environment is built.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -25,6 +26,7 @@ from grpo_robot.config import (
     PretrainConfig,
     TrainConfig,
     bool_override_error,
+    config_dict,
     free_dict_overrides,
     register_configs,
     renamed_key_error,
@@ -170,7 +172,7 @@ def _evaluate(cfg: DictConfig) -> None:
     from grpo_robot.config.validate import validate_eval
     from grpo_robot.device import resolve_device
     from grpo_robot.environment import make_eval_env
-    from grpo_robot.evaluation import evaluate
+    from grpo_robot.evaluation import eval_labels, evaluate
     from grpo_robot.seeding import STREAM_EVAL, eval_seeds, stream_seed
 
     try:
@@ -179,6 +181,8 @@ def _evaluate(cfg: DictConfig) -> None:
         device = resolve_device(cfg.device)
         ckpt = checkpoint.load(path, map_location=device, purpose="evaluate")
         train_cfg: TrainConfig = to_train_config(ckpt["config"])
+        if cfg.outcome is not None:  # success judged otherwise than the run judged it
+            train_cfg = dataclasses.replace(train_cfg, env=dataclasses.replace(train_cfg.env, outcome=cfg.outcome))
         validate_eval(cfg, train_cfg)  # n_seeds worlds of its env fit in memory
         policy = checkpoint.policy_from_record(ckpt["policy"], device)
         if cfg.decode is not None:
@@ -204,11 +208,10 @@ def _evaluate(cfg: DictConfig) -> None:
     finally:
         env.close()
     mode, output, folder = eval_outputs(cfg, path)
-    task = getattr(env, "task_id", env.name)  # a built-in task's version (PushCube-v2); a Gymnasium id as it is
     # which state of the checkpoint was measured: a later save to the same name (a resumed run's) is another
     record = {"checkpoint": str(path.resolve()), "iteration": int(ckpt.get("iteration") or 0),
-              "env_steps": int(ckpt.get("env_steps") or 0), "task": task, "mode": mode, "seeds": cfg.seeds,
-              "first_seed": int(eval_seeds(1, cfg.seeds)[0]), "deterministic": bool(cfg.deterministic)}  # fmt: skip
+              "env_steps": int(ckpt.get("env_steps") or 0), "mode": mode}  # fmt: skip
+    record.update(eval_labels(env, train_cfg.env, cfg.seeds, cfg.deterministic))
     if not cfg.deterministic:
         record["seed"] = int(cfg.seed)  # the sampling seed: the same seed samples the same episodes
     elif getattr(policy, "decode", None) is not None:
@@ -218,10 +221,16 @@ def _evaluate(cfg: DictConfig) -> None:
         checkpoint.write_text_atomic(output, json.dumps(record, indent=1))
     except OSError as err:
         _fail(str(err), code=1)
-    print(f"{task}, {mode}, {cfg.seeds} seeds, {path}: {result.summary()}")
+    task, judged = record["task"], OUTCOME_WORDS[train_cfg.env.outcome]
+    print(f"{task}, {mode}, {cfg.seeds} seeds, success {judged}, {path}: {result.summary()}")
+    if not record["seeded"]:
+        print(f"warning: env.group_start=clone: this env ignores its seed, so the {cfg.seeds} seeds do not decide "
+              "the episodes: another evaluation draws other ones (and its rate differs by chance)",
+              file=sys.stderr)  # fmt: skip
     print(f"per-seed outcomes: {output}")
     _evaluations.append({"checkpoint": str(path), "task": task, "mode": mode, "seeds": cfg.seeds,
-                         "n": len(result.success), "rate": float(result.rate)})  # fmt: skip
+                         "n": len(result.success), "rate": float(result.rate), "successes": int(result.success.sum()),
+                         "group": _sweep_group(ckpt, train_cfg, path), "run": _run_of(path)})  # fmt: skip
     if cfg.video:
         if not cfg.video_dir:  # the default folder: a fresh one, not mixed with an earlier evaluation's films
             from grpo_robot.rundir import fresh_file
@@ -230,39 +239,80 @@ def _evaluate(cfg: DictConfig) -> None:
         _film(cfg, train_cfg, policy, result, device, folder)
 
 
+OUTCOME_WORDS = {"any_step": "at any step", "final_step": "at the final step"}  # env.outcome, for the console
+
+
+def _sweep_group(ckpt: dict, train_cfg: TrainConfig, path: Path) -> dict:
+    """What a sweep's checkpoints must share to be summarized together: the kind of checkpoint (a
+    clone, a run's last.pt or best.pt) and the run's settings (`across_checkpoints`)."""
+    from grpo_robot.checkpoint import is_bc
+    from grpo_robot.resume import flatten
+
+    return {"kind": "clone" if is_bc(ckpt) else path.stem,
+            "config": {k: str(v) for k, v in flatten(config_dict(train_cfg)).items()}}  # fmt: skip
+
+
+def _run_of(path: Path) -> str:
+    """The run a checkpoint belongs to: the folder above its `checkpoints/`, else the file itself."""
+    path = path.resolve()
+    return str(path.parent.parent if path.parent.name == "checkpoints" else path)
+
+
 def across_checkpoints(evaluations: list[dict]) -> list[str]:
     """Lines that summarize a sweep's evaluations of two or more checkpoints (training seeds, say)
-    of one task, mode, seed range and count: the mean success over the checkpoints with a 95%
-    percentile-bootstrap interval over them, and their interquartile mean, as `plot.py` reports
-    runs. Each checkpoint's own Wilson interval says how well its seeds measure it; this one how
-    much the checkpoints differ."""
+    of one task, mode, seed range and count, one kind of checkpoint (last.pt, best.pt, a clone) and
+    one setting: checkpoints of runs whose configs differ in a key that changes what is trained or
+    how it is measured (`env.outcome`, a learning rate; not a seed or a budget) get a line each, as
+    `plot.py` draws them. Each gives the mean success over the checkpoints with a 95% interval
+    (`stats.mean_rate_interval`), their interquartile mean and each rate. Each checkpoint's own
+    Wilson interval says how well its seeds measure it; this one how much the checkpoints differ.
+    A run named twice (its directory and its last.pt) counts once, and a line says so."""
     import numpy as np
 
-    from grpo_robot.plots import bootstrap, iqm
+    from grpo_robot.plots import _same_training, iqm
+    from grpo_robot.stats import mean_rate_interval
 
     groups: dict[tuple, list[dict]] = {}
     for e in evaluations:
-        groups.setdefault((e["task"], e["mode"], e["seeds"], e["n"]), []).append(e)
+        groups.setdefault((e["task"], e["mode"], e["seeds"], e["n"], e["group"]["kind"]), []).append(e)
     lines = []
-    for (task, mode, seeds, n), items in groups.items():
-        if len(items) < 2:
-            continue
-        rates = np.array([e["rate"] for e in items])
-        low, high = bootstrap(rates, np.mean)
-        lines.append(f"across {len(items)} checkpoints ({task}, {mode}, {n} {seeds} seeds each): mean success "
-                     f"{rates.mean():.1%} [{low:.1%}, {high:.1%}] (95% bootstrap over checkpoints), IQM "
-                     f"{iqm(rates):.1%}; each: {', '.join(f'{r:.1%}' for r in rates)}")  # fmt: skip
+    for (task, mode, seeds, n, kind), items in groups.items():
+        keys = sorted({k for e in items for k in e["group"]["config"]})
+        varying = [k for k in keys if not _same_training(k) and len({e["group"]["config"].get(k) for e in items}) > 1]
+        settings: dict[tuple, list[dict]] = {}
+        for e in items:
+            settings.setdefault(tuple(e["group"]["config"].get(k) for k in varying), []).append(e)
+        for values, members in settings.items():
+            runs: dict[str, dict] = {}
+            for e in members:
+                if e["run"] in runs:
+                    lines.append(f"note: {e['checkpoint']} is of the run of {runs[e['run']]['checkpoint']}: counted "
+                                 "once across checkpoints")  # fmt: skip
+                else:
+                    runs[e["run"]] = e
+            if len(runs) < 2:
+                continue
+            rates = np.array([e["rate"] for e in runs.values()])
+            low, high = mean_rate_interval(rates, sum(e["successes"] for e in runs.values()), n * len(rates))
+            setting = "".join(f"{k}={v}, " for k, v in zip(varying, values, strict=True))
+            lines.append(f"across {len(rates)} {kind} checkpoints ({setting}{task}, {mode}, {n} {seeds} seeds each): "
+                         f"mean success {rates.mean():.1%} [{low:.1%}, {high:.1%}] (95%, Student's t over "
+                         f"checkpoints), IQM {iqm(rates):.1%}{' (the mean, under 4)' if len(rates) < 4 else ''}; "
+                         f"each: {', '.join(f'{r:.1%}' for r in rates)}")  # fmt: skip
     return lines
 
 
 def eval_outputs(cfg, path: Path) -> tuple[str, Path, Path]:
-    """`scripts/evaluate.py`'s mode (`deterministic`, `deterministic_median`, `stochastic_seed3`),
+    """`scripts/evaluate.py`'s mode (`deterministic`, `deterministic_median`, `stochastic_seed3`,
+    `deterministic_final_step` with `outcome=`),
     per-seed JSON and video folder for the checkpoint at `path`: the seeds and the mode name the
     outputs next to the checkpoint (`last_eval_test_200_deterministic.json`), so that evaluations
     that differ do not replace each other's."""
     mode = "deterministic" if cfg.deterministic else f"stochastic_seed{cfg.seed}"
     if cfg.deterministic and cfg.decode is not None:
         mode += f"_{cfg.decode}"
+    if getattr(cfg, "outcome", None) is not None:  # success judged as asked, not as the run judged it
+        mode += f"_{cfg.outcome}"
     name = f"{path.stem}_eval_{cfg.seeds}_{cfg.n_seeds}_{mode}.json"
     output = Path(cfg.output) if cfg.output else path.with_name(name)
     videos = f"{path.stem}_videos" if mode == "deterministic" else f"{path.stem}_videos_{mode}"

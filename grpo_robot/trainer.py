@@ -51,7 +51,7 @@ from grpo_robot.config import ConfigError, TrainConfig, config_dict, policy_kwar
 from grpo_robot.demos import TooFewDemos
 from grpo_robot.device import resolve_device
 from grpo_robot.environment import GroupEnv, env_identity, make_env, make_eval_env
-from grpo_robot.evaluation import EvalResult, evaluate
+from grpo_robot.evaluation import EvalResult, eval_labels, evaluate
 from grpo_robot.gym_vector import EnvFailure
 from grpo_robot.hooks import Hook, IterationRecord, config_hooks, default_hooks
 from grpo_robot.policies import Policy, build_policy
@@ -419,6 +419,8 @@ class Trainer:
         start, cfg = time.perf_counter(), self.cfg
         result = evaluate(self.eval_env, policy, eval_seeds(cfg.eval_seeds), self.device, cfg.eval_deterministic,
                           stream_seed(cfg.seed, iteration, STREAM_EVAL), cfg.env.outcome == "final_step")  # fmt: skip
+        result.labels = eval_labels(self.eval_env, cfg.env, "validation", cfg.eval_deterministic,
+                                    iteration=int(iteration), env_steps=int(self.env_steps))  # fmt: skip
         self.eval_seconds += time.perf_counter() - start
         return result
 

@@ -133,6 +133,23 @@ def test_an_env_that_can_be_neither_seeded_nor_copied_is_refused():
         Trainer(cfg, "/nonexistent")
 
 
+def test_evaluating_an_env_that_ignores_its_seed_says_the_seeds_do_not_decide_the_episodes(tmp_path):
+    """`evaluate.py` of such an env printed "test seeds" and a rate that changed from one run of it
+    to the next (5.0%, then 4.0%) without a word; its JSON listed seeds that decided nothing."""
+    from cli_harness import run_main
+
+    cfg = TrainConfig(env=toy("GlobalRandomReach", group_start="clone"), progress=False, iterations=1, eval_seeds=4,
+                      policy=PolicyConfig(hidden_sizes=[16]), algo=AlgoConfig(group_size=2, groups_per_iter=2,
+                                                                              minibatches=1))  # fmt: skip
+    Trainer(cfg, tmp_path).run()
+    assert json.loads((tmp_path / "eval.json").read_text())["seeded"] is False
+    out = run_main("evaluate", f"checkpoint={tmp_path}", "n_seeds=4")
+    assert out.code == 0 and ("warning: env.group_start=clone: this env ignores its seed, so the test seeds do not "
+                              "decide the episodes") in out.stderr, out.stderr  # fmt: skip
+    record = json.loads((tmp_path / "checkpoints" / "last_eval_test_4_deterministic.json").read_text())
+    assert record["seeded"] is False and record["seeds"] == "test"
+
+
 def test_a_copy_that_breaks_on_its_next_reset_is_refused_when_the_env_is_built():
     with pytest.raises(ValueError, match=r"tried deepcopy \(world \d, a copy, failed its next reset: reset: "
                                          r"RuntimeError: the simulator was released\)"):  # fmt: skip

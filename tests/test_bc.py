@@ -354,26 +354,36 @@ def test_evaluate_decodes_a_tokenized_checkpoint_as_asked(tmp_path, monkeypatch)
 
 def test_a_sweep_over_checkpoints_reports_their_mean_with_an_interval_across_them(tmp_path):
     """`evaluate.py -m checkpoint=a,b,c` gave each checkpoint its own Wilson interval and nothing
-    across them: the success of a setting over its training seeds, with how much they differ."""
+    across them: the success of a setting over its training seeds, with how much they differ. The
+    same checkpoint named twice counted as two seeds, and a checkpoint of another setting was
+    pooled with them."""
     import re
 
     import numpy as np
 
-    from grpo_robot.plots import bootstrap
+    from grpo_robot.stats import mean_rate_interval
 
     runs = [tmp_path / f"seed{s}" for s in (0, 1, 2)]
     for seed, run in enumerate(runs):  # clones of 3 demos each (each seed its own): some success, not all
         cfg = small_config(iterations=1, eval_seeds=4, seed=seed, pretrain=True,
                            demos=DemoConfig(episodes=3), bc=BCConfig(max_steps=100))  # fmt: skip
         Trainer(cfg, run).run()
-    out = run_main("evaluate", "-m", "checkpoint=" + ",".join(str(r / "bc.pt") for r in runs), "n_seeds=30")
+    other = tmp_path / "other"  # another setting: a line of its own (of one checkpoint, so none)
+    Trainer(replace(cfg, bc=BCConfig(max_steps=100, lr=1e-4)), other).run()
+    named = [*(r / "bc.pt" for r in runs), runs[0] / "." / "bc.pt", other / "bc.pt"]
+    out = run_main("evaluate", "-m", "checkpoint=" + ",".join(map(str, named)), "n_seeds=30")
     assert out.code == 0, out.stderr
-    rates = [json.loads((r / "bc_eval_test_30_deterministic.json").read_text())["success_rate"] for r in runs]
-    (line,) = [line for line in out.stdout.splitlines() if line.startswith("across")]
-    low, high = bootstrap(np.array(rates), np.mean)
-    assert line.startswith(f"across 3 checkpoints (Reach-v1, deterministic, 30 test seeds each): mean success "
-                           f"{np.mean(rates):.1%} [{low:.1%}, {high:.1%}] (95% bootstrap over checkpoints)"), line
-    assert re.search(r"each: [\d.]+%, [\d.]+%, [\d.]+%$", line) and len(set(rates)) > 1, (line, rates)
+    records = [json.loads((r / "bc_eval_test_30_deterministic.json").read_text()) for r in runs]
+    rates = [r["success_rate"] for r in records]
+    assert records[0]["outcome"] == "any_step" and records[0]["seeded"] and records[0]["env_failures"] == 0
+    lines = [line for line in out.stdout.splitlines() if line.startswith(("across", "note"))]
+    assert len(lines) == 2 and lines[0] == f"note: {named[3]} is of the run of {named[0]}: counted once across " \
+        "checkpoints", lines  # fmt: skip
+    low, high = mean_rate_interval(rates, round(30 * sum(rates)), 90)
+    assert lines[1].startswith(f"across 3 clone checkpoints (bc.lr=0.001, Reach-v1, deterministic, 30 test seeds "
+                               f"each): mean success {np.mean(rates):.1%} [{low:.1%}, {high:.1%}] (95%, Student's "
+                               "t over checkpoints), IQM"), lines[1]  # fmt: skip
+    assert re.search(r"\(the mean, under 4\); each: [\d.]+%, [\d.]+%, [\d.]+%$", lines[1]) and len(set(rates)) > 1
 
 
 def test_evaluations_that_differ_name_their_outputs_apart():

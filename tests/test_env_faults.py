@@ -3,6 +3,7 @@ retried, worlds that raise fail alone, hung worlds are killed and replaced (asyn
 with one line (sync), a batch in which every world failed is one `EnvFailure`, and an env that
 ignores its seed is refused by the CLI in one line."""
 
+import json
 import logging
 import multiprocessing.forkserver
 import os
@@ -143,6 +144,21 @@ def test_training_runs_on_when_some_worlds_raise(tmp_path):
         trainer.close()
     assert summary["iterations"] == 2
     assert len(Failures.seen) == 2 and all(0 < f < 1 for f in Failures.seen), Failures.seen
+    # the evaluations count the episodes a crash ended (as failures), and say so: they were scored
+    # as the policy's failures without a word
+    from grpo_robot.seeding import eval_seeds
+
+    record = json.loads((tmp_path / "eval.json").read_text())
+    crashed = [toy_envs.crash_step(int(s), 0.05, 20) is not None for s in eval_seeds(4)]
+    assert [e["env_failure"] for e in record["episodes"]] == crashed and record["env_failures"] == sum(crashed) > 0
+    assert {k: record[k] for k in ("task", "seeds", "first_seed", "deterministic", "outcome", "horizon", "seeded",
+                                   "iteration")} == {  # fmt: skip
+        "task": "toy_envs:RaisesAtRandom", "seeds": "validation", "first_seed": int(eval_seeds(1)[0]),
+        "deterministic": True, "outcome": "any_step", "horizon": 20, "seeded": True, "iteration": 2}
+    out = run_main("evaluate", f"checkpoint={tmp_path}", "n_seeds=12")
+    test_crashed = sum(toy_envs.crash_step(int(s), 0.05, 20) is not None for s in eval_seeds(12, "test"))
+    assert out.code == 0 and f"success 0.0% [0.0%, 24.2%] (95% Wilson, n=12); {test_crashed} of the 12 episodes " \
+        "ended by an env failure, counted as failures" in out.stdout and test_crashed > 0, out.stdout  # fmt: skip
 
 
 def test_a_hung_step_in_async_fails_that_world_only_and_its_replacement_works(caplog):

@@ -285,6 +285,13 @@ def test_cli_train_then_evaluate(tmp_path, monkeypatch):
     assert [e["seed"] for e in again["episodes"]] == [e["seed"] for e in own["episodes"]] == validation
     assert [e["success"] for e in again["episodes"]] == [e["success"] for e in own["episodes"]]
     assert record["success_rate"] == pytest.approx(np.mean([e["success"] for e in record["episodes"]]))
+    assert (own["seeds"], own["iteration"], own["outcome"], own["seeded"]) == ("validation", 2, "any_step", True)
+    ev = run_main("evaluate", f"checkpoint={run}", "n_seeds=30", "outcome=final_step")  # as published Fetch numbers
+    assert ev.code == 0 and ", test seeds, success at the final step, " in ev.stdout, ev.stderr
+    final = json.loads((run / "checkpoints" / "last_eval_test_30_deterministic_final_step.json").read_text())
+    assert final["outcome"] == "final_step" and record["outcome"] == "any_step"
+    assert {e["steps"] for e in final["episodes"]} == {final["horizon"]} == {record["horizon"]}  # none ends early
+    assert final["success_rate"] <= record["success_rate"]
     bad = run_main("evaluate", f"checkpoint={tmp_path / 'missing'}")
     assert bad.code == 2 and "no checkpoint at" in bad.stderr
     bad = run_main("evaluate", f"checkpoint={run}", "decode=mean")

@@ -519,6 +519,9 @@ class EvalConfig:
     # null = the checkpoint's
     decode: str | None = None
     seed: int = 0  # sampling seed when deterministic=false
+    # what counts as a success: any_step (success at any step ends the episode) | final_step (judged
+    # at the horizon, as published Fetch numbers are); null = the run's env.outcome
+    outcome: str | None = None
     # a Gymnasium env's worlds, which run the seeds in chunks of this many (built-in tasks run one
     # world per seed); null = the run's training worlds, 16 for a clone of pretrain_bc.py
     worlds: int | None = None

@@ -636,6 +636,8 @@ def validate_eval(cfg: EvalConfig, train_cfg: TrainConfig | None = None) -> None
     _check(cfg.video <= cfg.n_seeds, "video", cfg.video,
            f"must be at most n_seeds={cfg.n_seeds}: it films evaluated seeds")  # fmt: skip
     _check(cfg.decode in (None, *DECODES), "decode", cfg.decode, f"must be null or one of {', '.join(DECODES)}")
+    _check(cfg.outcome in (None, "any_step", "final_step"), "outcome", cfg.outcome,
+           "must be null (the run's env.outcome), any_step or final_step")  # fmt: skip
     _check(cfg.decode is None or cfg.deterministic, "decode", cfg.decode,
            "applies to the deterministic action only (deterministic=true); a sampled one draws bins")  # fmt: skip
     _check_output_file(cfg.output, "the JSON file's")
