@@ -221,7 +221,7 @@ def pretrain_stage(cfg: TrainConfig, run_dir: Path, demos: DemoDataset | None, d
         checkpoint.write_text_atomic(run_dir / "demos.json", json.dumps(collect_stats, indent=1))
     policy, result = clone(data, cfg.policy, bc_cfg, device, deadline)
     bc_eval = adopt(policy)
-    record = checkpoint_from_bc(policy, cfg, str(demos_path), result, bc_eval, data.env)
+    record = checkpoint_from_bc(policy, cfg, str(demos_path), result, bc_eval, data.identity)
     checkpoint.save_atomic(record, run_dir / "bc.pt")
     info = {"demos": str(demos_path), "collect": collect_stats, "bc": result.to_json(), "eval": bc_eval.to_json()}
     checkpoint.write_text_atomic(run_dir / "bc.json", json.dumps(info, indent=1))

@@ -569,7 +569,7 @@ def check_env(ckpt: dict[str, Any], env_cfg, where: str, env=None) -> None:
     (where its config says null, all of them) and the observation and action sizes. Evaluation
     and resume make it too: an env whose Dict observation gained or renamed a key since keeps the
     config, not the layout the policy reads."""
-    from grpo_robot.environment import check_identity, env_identity
+    from grpo_robot.environment import bounds_differ, check_identity, env_identity
 
     record = ckpt["policy"]
     their_env = _their_env(ckpt, where)
@@ -584,6 +584,10 @@ def check_env(ckpt: dict[str, Any], env_cfg, where: str, env=None) -> None:
             f"{where} has obs_dim={record['obs_dim']}, action_dim={record['action_dim']}, but {env.name} has "
             f"obs_dim={env.obs_dim}, action_dim={env.action_dim}"
         )
+    observed = ckpt.get("env_identity")
+    differ = None if env is None or not isinstance(observed, dict) else bounds_differ(observed, env)
+    if differ:  # its [-1, 1] actions would mean other ones
+        raise ValueError(f"{where} was trained on {differ}; give the env the bounds it had (env.kwargs)")
 
 
 def _their_env(ckpt: dict[str, Any], where: str) -> dict[str, Any] | None:

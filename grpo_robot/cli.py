@@ -475,7 +475,7 @@ def _pretrain_bc(cfg: DictConfig) -> None:
 
     def save(evaluation) -> None:
         try:
-            record = checkpoint_from_bc(policy, train_cfg, str(cfg.dataset), result, evaluation, data.env)
+            record = checkpoint_from_bc(policy, train_cfg, str(cfg.dataset), result, evaluation, data.identity)
             checkpoint.save_atomic(record, output)
         except (OSError, ValueError) as err:  # a full disk, or a clone with non-finite weights
             _fail(str(err), code=1)

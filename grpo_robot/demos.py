@@ -44,7 +44,7 @@ import numpy as np
 from grpo_robot.batched import BatchedEnv
 from grpo_robot.checkpoint import atomic_file, one_line
 from grpo_robot.config import EnvConfig, env_config_dict, env_name
-from grpo_robot.environment import check_identity, env_identity
+from grpo_robot.environment import bounds_differ, check_identity, env_identity
 from grpo_robot.envs import Task, make_task, versioned
 from grpo_robot.seeding import check_demo_seed, demo_seeds
 
@@ -282,21 +282,16 @@ class DemoDataset:
         (a Gymnasium env's) other action bounds: its actions are stored in [-1, 1] of the bounds it
         was recorded with, so other bounds would give them other meanings."""
         check_identity(self.env, env_identity(cfg, env), where)
-        recorded = (self.spaces.get("action_low"), self.spaces.get("action_high"))
-        now = (getattr(env, "action_low", None), getattr(env, "action_high", None))
-        if all(bound is not None for bound in (*recorded, *now)):
-            same = all(np.shape(a) == np.shape(b) and np.array_equal(a, b) for a, b in zip(recorded, now, strict=True))
-            if not same:
-                raise DatasetError(f"{where} was recorded on action bounds {_bounds(*recorded)}, but {env.name} has "
-                                   f"{_bounds(*now)}; record it again on this env, or give the env the bounds it "
-                                   "had (env.kwargs)")  # fmt: skip
+        differ = bounds_differ(self.spaces, env)
+        if differ:
+            raise DatasetError(f"{where} was recorded on {differ}; record it again on this env, or give the env the "
+                               "bounds it had (env.kwargs)")  # fmt: skip
 
-
-def _bounds(low: Any, high: Any) -> str:
-    def text(values: Any) -> str:
-        return "[" + ", ".join(f"{float(v):g}" for v in np.ravel(values)) + "]"
-
-    return f"low={text(low)} high={text(high)}"
+    @property
+    def identity(self) -> dict[str, Any]:
+        """`env` with the action bounds it was recorded on (a Gymnasium env's), for a clone's checkpoint."""
+        return {**self.env, **{k: [float(v) for v in np.ravel(self.spaces[k])] for k in ("action_low", "action_high")
+                               if self.spaces.get(k) is not None}}  # fmt: skip
 
 
 @dataclass

@@ -204,6 +204,37 @@ def identity_mismatch(theirs: dict[str, Any], mine: dict[str, Any]) -> str | Non
     return None
 
 
+def action_bounds(env: Any) -> dict[str, list[float]]:
+    """A Gymnasium env's action bounds (`GymGroupEnv.action_low/high`), as a checkpoint or a dataset
+    records them: a policy's [-1, 1] actions mean other ones under other bounds. {} for a built-in
+    task, whose actions are [-1, 1] by construction."""
+    low, high = getattr(env, "action_low", None), getattr(env, "action_high", None)
+    if low is None or high is None:
+        return {}
+    return {"action_low": [float(v) for v in np.ravel(low)], "action_high": [float(v) for v in np.ravel(high)]}
+
+
+def bounds_text(low: Any, high: Any) -> str:
+    def text(values: Any) -> str:
+        return "[" + ", ".join(f"{float(v):g}" for v in np.ravel(values)) + "]"
+
+    return f"low={text(low)} high={text(high)}"
+
+
+def bounds_differ(recorded: dict[str, Any], env: Any) -> str | None:
+    """None when `recorded` (a record's `action_low`/`action_high`) holds `env`'s action bounds, or
+    either side has none (a record from before they were kept); else both sides, for a message."""
+    now = action_bounds(env)
+    theirs = (recorded.get("action_low"), recorded.get("action_high"))
+    if not now or any(bound is None for bound in theirs):
+        return None
+    mine = (now["action_low"], now["action_high"])
+    if all(np.shape(a) == np.shape(b) and np.array_equal(np.asarray(a, float), np.asarray(b, float))
+           for a, b in zip(theirs, mine, strict=True)):  # fmt: skip
+        return None
+    return f"action bounds {bounds_text(*theirs)}, but {env.name} has {bounds_text(*mine)}"
+
+
 def check_identity(theirs: dict[str, Any], mine: dict[str, Any], what: str) -> None:
     """`ValueError` naming both sides unless `theirs` fits `mine`; `what` says whose env `theirs` is."""
     key = identity_mismatch(theirs, mine)

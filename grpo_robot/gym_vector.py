@@ -207,8 +207,24 @@ def check_spaces(cfg: EnvConfig, env: gymnasium.Env) -> list[str] | None:
         if key not in obs.spaces:
             raise ValueError(f"env.obs_keys names {key!r}, but {env_name(cfg)} observes {', '.join(obs.spaces)}")
         if not isinstance(obs.spaces[key], spaces.Box):
-            raise _space_error(cfg, f"observation[{key!r}]", obs.spaces[key], "Box entries only")
+            others = [k for k in keys if isinstance(obs.spaces[k], spaces.Box)]
+            raise _space_error(cfg, f"observation[{key!r}]", obs.spaces[key], "Box entries only (or leave it out: "
+                               f"env.obs_keys=[{','.join(others)}])")  # fmt: skip
     return keys
+
+
+def image_like_entries(cfg: EnvConfig, env: gymnasium.Env, keys: list[str] | None) -> list[str]:
+    """A line for each observed Box of integer values or of 3 or more dimensions (a camera image):
+    the policy is an MLP, which takes it flattened, pixel by pixel, as raw numbers."""
+    boxes = [(None, env.observation_space)] if keys is None else [(k, env.observation_space[k]) for k in keys]
+    lines = []
+    for key, box in boxes:
+        if np.issubdtype(box.dtype, np.integer) or len(box.shape) >= 3:
+            what = "its observation" if key is None else f"observation[{key!r}]"
+            leave = "" if key is None else f"; leave it out with env.obs_keys=[{','.join(k for k in keys if k != key)}]"
+            lines.append(f"{env_name(cfg)}: {what} is a {box.dtype} Box of shape {box.shape}, which the policy's MLP "
+                         f"takes flattened into {int(np.prod(box.shape))} raw inputs (no image encoder){leave}")
+    return lines
 
 
 def unit_actions(actions: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
@@ -239,6 +255,8 @@ def _truth(value: Any, what: str) -> bool:
         value = array.reshape(()).item()
     if isinstance(value, float | np.floating) and value != value:
         raise ValueError(f"{what} is nan, not a success flag")
+    if isinstance(value, str | bytes):  # bool("False") is True
+        raise ValueError(f"{what} is the string {value!r}, not a success flag (a bool or a number)")
     return bool(value)
 
 
@@ -297,7 +315,7 @@ class OutcomeEnv(gymnasium.Env):
 
     def _flatten(self, obs: Any) -> np.ndarray:
         if self.keys is None:
-            flat = np.asarray(obs, dtype=np.float32).reshape(-1)
+            flat = np.array(obs, dtype=np.float32).reshape(-1)  # a copy: an env may reuse its array in place
         else:
             flat = np.concatenate([np.asarray(obs[k], dtype=np.float32).reshape(-1) for k in self.keys])
         if flat.size != self.obs_dim:
@@ -463,6 +481,8 @@ def _make_world(cfg: EnvConfig, horizon: int) -> OutcomeEnv:  # a picklable fact
 # -- hung calls ------------------------------------------------------------------------------------
 HANG_NOTE = ("the world hangs (a hung call cannot be interrupted in this process; env.vector=async kills and "
              "replaces a hung world instead)")  # fmt: skip
+PROBE_HANG_NOTE = ("the env hangs in the probe episode, which runs in this process before any world starts "
+                   "(with env.vector=async too), where a hung call cannot be interrupted")  # fmt: skip
 
 
 class Watchdog:
@@ -506,6 +526,8 @@ class Watchdog:
             where = f"world {self.world} (seed {seed})"
         what = f"step {self.step}" if call == "step" else call
         limit = f"env.step_timeout_s={self.timeout:g} s"
+        if "probe" in call:  # made here before any world starts, whatever env.vector is
+            return f"{self.name}: {where} did not return from {what} within {limit}; {PROBE_HANG_NOTE}"
         return f"{self.name}: {where} did not return from {what} within {limit}; {HANG_NOTE}"
 
     def _run(self) -> None:
@@ -852,6 +874,9 @@ class WorkerPool(gymnasium.vector.AsyncVectorEnv):
 
 
 # -- groups of worlds ------------------------------------------------------------------------------
+_IMAGE_WARNED: set[str] = set()
+
+
 def probe(cfg: EnvConfig, watchdog: Watchdog | None = None) -> tuple[gymnasium.Env, int]:
     """Build one world and check it before any work starts: the spaces, the horizon, and the
     success signal after one step. A probe episode is a reset and one step; one that raises is
@@ -861,6 +886,10 @@ def probe(cfg: EnvConfig, watchdog: Watchdog | None = None) -> tuple[gymnasium.E
     inner = make_inner(cfg)
     world = OutcomeEnv(cfg, 1, inner)
     name = env_name(cfg)
+    for line in image_like_entries(cfg, inner, world.keys):
+        if line not in _IMAGE_WARNED:  # once a process: the training env and the evaluation's are probed alike
+            _IMAGE_WARNED.add(line)
+            log.warning(line)
     horizon = cfg.horizon
     if horizon is None:
         spec = getattr(inner, "spec", None)
@@ -940,6 +969,9 @@ class GymGroupEnv:
             first = OutcomeEnv(cfg, self.horizon, inner)
             # the observation layout and the action bounds: what a dataset must match, and how its actions map
             self.obs_keys, self.action_low, self.action_high = first.keys, first._low.copy(), first._high.copy()
+            sizes = [int(np.prod(inner.observation_space[k].shape)) for k in first.keys or ()]
+            # (key, first flat index, size) of each Dict entry observed, for messages
+            self.obs_layout = [(k, int(sum(sizes[:n])), sizes[n]) for n, k in enumerate(first.keys or ())]
             self.render_fps = (getattr(inner, "metadata", None) or {}).get("render_fps")  # of a real-time video
             if cfg.vector == "sync":  # the probed env becomes world 0
                 fns = [lambda: first] + [functools.partial(_make_world, cfg, self.horizon)] * (B - 1)
@@ -973,6 +1005,7 @@ class GymGroupEnv:
         self._reported: set[str] = set()
         self._was_reset = False
         self._seeding_checked = not (cfg.group_start == "seed" and self.check_seeding)
+        self._unequal_warned = False
         self.group_start = cfg.group_start
         self.copy_method: str | None = None  # group_start=clone: the copy method that proved faithful
         try:  # check the starts now, before any work starts
@@ -1000,6 +1033,11 @@ class GymGroupEnv:
         elif not self._seeding_checked:
             self._check_seeding(seeds, obs)
             self._seeding_checked = True
+        elif self.group_start == "seed" and self.check_seeding and not self._unequal_warned:
+            unequal = self._unequal_member(seeds, obs)
+            if unequal is not None:  # the build's check passed: state it keeps that a few steps did not show
+                self._unequal_warned = True
+                log.warning(self._seeding_message(*unequal) + "; this run's groups are not equal starts from here on")
         self._was_reset = True
         return self.obs()
 
@@ -1242,30 +1280,61 @@ class GymGroupEnv:
         return None
 
     def _check_seeding(self, seeds: np.ndarray, obs: np.ndarray) -> None:
-        """Worlds reset from one seed must start equal, and a world reset again from its seed must
-        repeat its start (the members of a group alone can agree by chance: async workers forked
-        from one process share an unseeded generator's state)."""
+        """Worlds reset from one seed must start equal, and a world reset again from its seed, after
+        a few steps of actions that differ from world to world, must repeat its start (the members
+        of a group alone can agree by chance: async workers forked from one process share an
+        unseeded generator's state; and a reset that leaves state of the episode before, an arm's
+        position, shows only once the worlds have moved)."""
+        unequal = self._unequal_member(seeds, obs)
+        if unequal is not None:
+            raise ValueError(self._seeding_message(*unequal))
+        ok = ~self.failed
+        obs = obs.copy()
+        self._stir()
+        again = self._reset_worlds(seeds)
+        for i in np.flatnonzero(ok & ~self.failed):
+            if not np.array_equal(obs[i], again[i]):
+                raise ValueError(self._seeding_message(f"world {i} was reset twice with seed {seeds[i]}, a few steps "
+                                                       "apart,", obs[i], again[i]))  # fmt: skip
+
+    def _unequal_member(self, seeds: np.ndarray, obs: np.ndarray) -> tuple[str, np.ndarray, np.ndarray] | None:
+        """The first world whose start differs from its group's first world's (reset from the same
+        seed): (what, theirs, its); None when every group starts equal."""
         ok = ~self.failed
         unique, inverse, counts = np.unique(seeds, return_inverse=True, return_counts=True)
         first: dict[int, int] = {}
         for i in np.flatnonzero(ok & (counts[inverse] > 1)):  # compare the members of each group with its first
             j = first.setdefault(inverse[i], i)
             if not np.array_equal(obs[i], obs[j]):
-                self._seeding_error(f"worlds {j} and {i} were both reset with seed {seeds[i]}", obs[j], obs[i])
-        obs = obs.copy()
-        again = self._reset_worlds(seeds)
-        for i in np.flatnonzero(ok & ~self.failed):
-            if not np.array_equal(obs[i], again[i]):
-                self._seeding_error(f"world {i} was reset twice with seed {seeds[i]}", obs[i], again[i])
+                return f"worlds {j} and {i} were both reset with seed {seeds[i]}", obs[j], obs[i]
+        return None
 
-    def _seeding_error(self, what: str, a: np.ndarray, b: np.ndarray) -> None:
+    def _stir(self, steps: int = 3) -> None:
+        """A few steps with an action of its own in each world (and a sign of its own per dimension)."""
+        signs = np.where(np.arange(self.action_dim) % 2, -1.0, 1.0)
+        actions = np.linspace(-1.0, 1.0, self.num_worlds)[:, None] * signs
+        for _ in range(steps):
+            active = ~self.done
+            if not active.any():
+                break
+            self._step_worlds(np.where(active[:, None], actions, 0.0), active)
+
+    def _seeding_message(self, what: str, a: np.ndarray, b: np.ndarray) -> str:
         k = int(np.argmax(np.abs(a - b)))
-        raise ValueError(
+        return (
             f"{self.name} ignores its reset seed: {what} but started from different observations "
-            f"(obs[{k}]: {a[k]:.6g} vs {b[k]:.6g}); GRPO groups need equal starts. Set env.group_start=clone "
-            "(each group's first world is reset and copied into the others), seed all of the env's randomness in "
-            "reset(seed=...), or set env.check_seeding=false if its observations are noisy by design"
+            f"({self._entry(k)}: {a[k]:.6g} vs {b[k]:.6g}); GRPO groups need equal starts. Set "
+            "env.group_start=clone (each group's first world is reset and copied into the others), seed all of the "
+            "env's randomness and set its whole state in reset(seed=...), or set env.check_seeding=false if its "
+            "observations are noisy by design"
         )
+
+    def _entry(self, k: int) -> str:
+        """Flat observation index `k` by the Dict entry it comes from (`obs['goal'][0]`), or `obs[k]`."""
+        for key, start, size in self.obs_layout:
+            if start <= k < start + size:
+                return f"obs[{key!r}][{k - start}]"
+        return f"obs[{k}]"
 
     def obs(self) -> np.ndarray:
         return self._obs.copy()

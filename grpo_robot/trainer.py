@@ -50,7 +50,7 @@ from grpo_robot.algo import ADVANTAGE_ESTIMATORS, mixed_fraction
 from grpo_robot.config import ConfigError, TrainConfig, config_dict, policy_kwargs, validate
 from grpo_robot.demos import TooFewDemos
 from grpo_robot.device import resolve_device
-from grpo_robot.environment import GroupEnv, env_identity, make_env, make_eval_env
+from grpo_robot.environment import GroupEnv, action_bounds, env_identity, make_env, make_eval_env
 from grpo_robot.evaluation import EvalResult, eval_labels, evaluate
 from grpo_robot.gym_vector import EnvFailure
 from grpo_robot.hooks import Hook, IterationRecord, config_hooks, default_hooks
@@ -468,7 +468,8 @@ class Trainer:
             "initial_policy": self.pretrained,
             "hooks": self._hook_states(),
             "target": dict(self.target),
-            "env_identity": env_identity(self.cfg.env, self.env),  # with the observation keys used (config: null = all)
+            # with the observation keys used (config: null = all), and a Gymnasium env's action bounds
+            "env_identity": {**env_identity(self.cfg.env, self.env), **action_bounds(self.env)},
         }
 
     def _hook_keys(self) -> list[str]:

@@ -72,8 +72,14 @@ def running(pid: int) -> bool:
 
 
 def test_a_step_that_raises_on_a_fresh_env_passes_the_probe_and_fails_only_those_worlds(caplog):
-    with caplog.at_level(logging.WARNING, logger="grpo_robot.gym_vector"):
-        env = GymGroupEnv(toy("RaisesOnFirstStep"), 4)  # the probe's first episode raises, its second runs
+    warmed = GymGroupEnv(toy("RaisesOnFirstStep"), 4)  # the seeding check's steps at build have warmed them up
+    try:
+        run_episode(warmed, [5, 6, 7, 8])
+        assert not warmed.failed.any()
+    finally:
+        warmed.close()
+    with caplog.at_level(logging.WARNING, logger="grpo_robot.gym_vector"):  # no check: fresh worlds at the first step
+        env = GymGroupEnv(toy("RaisesOnFirstStep", check_seeding=False), 4)  # the probe's first episode raises
     assert "its step raised in the probe episode from seed 0 (RuntimeError: not warmed up) but not from seed 1" in (
         caplog.text
     )
@@ -452,3 +458,14 @@ def test_a_hung_env_while_an_expert_records_demos_ends_in_one_line():
     errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and errors[0].startswith("error: toy_envs:Hangs: world 0 (seed "), errors
     assert "did not return from step 2 within env.step_timeout_s=1 s" in errors[0], errors[0]
+
+
+def test_a_hang_in_the_probe_says_the_probe_runs_in_this_process_whatever_env_vector_is():
+    """Under env.vector=async the message said "env.vector=async kills and replaces a hung world
+    instead": the probe's calls are made in the main process before any worker starts."""
+    from grpo_robot.gym_vector import Watchdog
+
+    assert Watchdog("toy", 2.0).message("step 1 in a probe episode", "world 0 (seed 0)") == (
+        "toy: world 0 (seed 0) did not return from step 1 in a probe episode within env.step_timeout_s=2 s; the env "
+        "hangs in the probe episode, which runs in this process before any world starts (with env.vector=async too), "
+        "where a hung call cannot be interrupted")  # fmt: skip

@@ -462,3 +462,77 @@ def test_env_nthread_on_a_gymnasium_env_is_one_line_that_says_what_it_is_for(tmp
     out = run_main("train", *gym, "+env.nthread=1")
     assert out.code == 2 and "env.nthread=1 is invalid: is for built-in tasks" in out.error_lines[-1], out.stderr
     assert not (tmp_path / "r").exists()
+
+
+def test_a_reset_that_keeps_state_from_the_episode_before_is_refused_or_named(caplog):
+    """Equal seeds gave equal starts at build (two resets back to back), so an env whose reset
+    leaves the arm where the last episode left it passed, and its groups started apart without a
+    word. The build's check now steps the worlds apart between its resets; a leak that shows only
+    later is named in a warning at the reset where it shows (once)."""
+    with pytest.raises(ValueError, match=r"^toy_envs:LeakyReset ignores its reset seed: world \d was reset twice with "
+                                         r"seed \d, a few steps apart, but started from different observations "
+                                         r"\(obs\[[01]\]: "):  # fmt: skip
+        GymGroupEnv(toy("LeakyReset"), 4)
+    env = GymGroupEnv(toy("LeakyReset", kwargs={"from_reset": 6}), 4)  # past the build's resets
+    try:
+        with caplog.at_level(logging.WARNING, logger="grpo_robot.gym_vector"):
+            for _ in range(4):
+                env.reset([1, 1, 2, 2])
+                for _ in range(3):  # each world its own way
+                    env.step(np.array([[1.0, 0.5], [-1.0, 0.2], [0.3, -1.0], [-0.4, 1.0]]))
+        warned = [r.getMessage() for r in caplog.records if "ignores its reset seed" in r.getMessage()]
+        assert len(warned) == 1 and "were both reset with seed 1" in warned[0] and warned[0].endswith(
+            "this run's groups are not equal starts from here on"), warned  # fmt: skip
+    finally:
+        env.close()
+
+
+def test_a_dict_entry_is_named_in_the_seeding_message_and_an_image_entry_is_warned_of(caplog):
+    with caplog.at_level(logging.WARNING, logger="grpo_robot.gym_vector"):
+        with pytest.raises(ValueError, match=r"started from different observations \(obs\['state'\]\[[23]\]: "):
+            GymGroupEnv(toy("DictGoalUnseeded"), 4)  # 'cam' comes first: flat index 194 or 195 named as this
+    assert ("toy_envs:DictGoalUnseeded: observation['cam'] is a uint8 Box of shape (8, 8, 3), which the policy's MLP "
+            "takes flattened into 192 raw inputs (no image encoder); leave it out with env.obs_keys=[state]"
+            ) in caplog.text  # fmt: skip
+
+
+def test_a_string_success_flag_is_refused_and_a_reused_observation_array_is_kept_as_it_was():
+    """bool("False") is True: every episode ended at step 1 as a success (100% evaluated). And a
+    world that failed kept the env's own array, which the env went on filling (with NaN)."""
+    with pytest.raises(ValueError, match=r"^toy_envs:StringSuccess: info\['is_success'\] \(env.success_key\) is not "
+                                         r"a single truth value: .*is the string 'False', not a success flag \(a "
+                                         r"bool or a number\)$"):  # fmt: skip
+        GymGroupEnv(toy("StringSuccess"), 2)  # the probe's step, before any work
+    seeds = [s for s in range(40) if (np.random.default_rng(s).uniform(-0.5, 0.5, 2)[0] > 0)][:2] + \
+        [s for s in range(40) if (np.random.default_rng(s).uniform(-0.5, 0.5, 2)[0] <= 0)][:2]  # fmt: skip
+    env = GymGroupEnv(toy("ReusedBuffer", check_seeding=False), 4)
+    try:
+        env.reset(seeds)
+        for _ in range(6):
+            obs, *_ = env.step(np.zeros((4, 2)))
+        assert env.failed.tolist() == [True, True, False, False] and np.isfinite(obs).all(), (env.failed, obs)
+    finally:
+        env.close()
+
+
+def test_evaluate_and_resume_refuse_an_env_whose_action_bounds_changed_since(tmp_path):
+    """The checkpoint kept no action bounds: a policy trained on [-2, 2] was evaluated on [-5, 5]
+    (its actions 2.5 times as large) without a word; a dataset was refused for the same change."""
+    import toy_envs
+
+    run = tmp_path / "run"
+    out = run_main("train", "env=gym", "env.entry_point=toy_envs:Bounded", "env.horizon=10", "iterations=1",
+                   "eval_seeds=4", "algo.group_size=2", "algo.groups_per_iter=2", "algo.minibatches=1",
+                   "policy.hidden_sizes=[16]", "progress=false", f"hydra.run.dir={run}")  # fmt: skip
+    assert out.code == 0, out.stderr
+    toy_envs.Bounded.HIGH = 5.0  # the env's code changed since
+    try:
+        for command, args in (("evaluate", [f"checkpoint={run}", "n_seeds=4"]),
+                              ("train", [f"resume={run}", "iterations=2"])):
+            out = run_main(command, *args)
+            assert out.code == 2 and out.error_lines[0].endswith(
+                "was trained on action bounds low=[-2, -2] high=[2, 2], but toy_envs:Bounded has low=[-5, -5] "
+                "high=[5, 5]; give the env the bounds it had (env.kwargs)"), (command, out.error_lines)  # fmt: skip
+    finally:
+        toy_envs.Bounded.HIGH = 2.0
+    assert run_main("evaluate", f"checkpoint={run}", "n_seeds=4").code == 0

@@ -626,3 +626,77 @@ class CountedReach(PointReach):
 
             time.sleep(self.sleep_s)
         return super().step(action)
+
+
+class LeakyReset(PointReach):
+    """Seeds its goal but keeps the point where the last episode left it (from reset number
+    `from_reset` of the instance on; 1: always)."""
+
+    def __init__(self, from_reset: int = 1, **kwargs):
+        super().__init__(**kwargs)
+        self.from_reset, self.resets = from_reset, 0
+
+    def reset(self, *, seed=None, options=None):
+        self.resets += 1
+        kept = getattr(self, "pos", None)
+        obs, info = super().reset(seed=seed)
+        if kept is not None and self.resets >= self.from_reset:
+            self.pos = kept
+        return self._obs(), info
+
+
+class StringSuccess(PointReach):
+    """Reports success as a string ("False", "True"), which bool() reads as True either way."""
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        return obs, reward, terminated, truncated, {**info, "is_success": str(info["is_success"])}
+
+
+class ImageObs(PointReach):
+    """Observes a Dict: the state, and an 8x8 RGB uint8 image of nothing."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.observation_space = gym.spaces.Dict({
+            "cam": gym.spaces.Box(0, 255, (8, 8, 3), np.uint8),
+            "state": gym.spaces.Box(-np.inf, np.inf, (4,), np.float64),
+        })  # fmt: skip
+
+    def _obs(self):
+        return {"cam": np.zeros((8, 8, 3), np.uint8), "state": np.concatenate([self.pos, self.goal])}
+
+
+class DictGoalUnseeded(ImageObs):
+    """A Dict observation whose goal entry comes from numpy's global generator (ignores the seed)."""
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.goal = np.random.uniform(-0.5, 0.5, size=2)  # noqa: NPY002 (the point of this env)
+        return self._obs(), {}
+
+
+class ReusedBuffer(PointReach):
+    """Returns one float32 array it fills in place each step; NaN from step 3 where the goal's x > 0."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (4,), np.float32)
+        self.buffer = np.zeros(4, np.float32)
+
+    def _obs(self):
+        self.buffer[:] = np.concatenate([self.pos, self.goal])
+        if self.t >= 3 and self.goal[0] > 0:
+            self.buffer[:] = np.nan
+        return self.buffer
+
+
+class Bounded(PointReach):
+    """PointReach with actions in [-HIGH, HIGH]: bounds the env's code decides, not its kwargs (a
+    test changes HIGH as a new version of the env would)."""
+
+    HIGH = 2.0
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.action_space = gym.spaces.Box(-self.HIGH, self.HIGH, (2,), np.float32)
