@@ -212,15 +212,16 @@ def test_a_worker_that_keeps_hanging_stops_the_run_with_its_last_iteration(local
 
 
 def test_an_error_raised_in_a_worker_ends_the_run_in_its_own_one_line(local_ray, tmp_path):
-    # every world of the worker fails from its 41st step call: EnvFailure there, which used to reach the
+    # every world of the worker fails from its 61st step call (the probe and the seeding check at build make 13,
+    # an iteration 40): EnvFailure in iteration 2, which used to reach the
     # run wrapped in Ray's RayTaskError, its remote traceback as the "one-line" error
-    env = EnvConfig(task=None, entry_point="toy_envs:Breaks", horizon=10, kwargs={"after": 40, "how": "non_finite"})
+    env = EnvConfig(task=None, entry_point="toy_envs:Breaks", horizon=10, kwargs={"after": 60, "how": "non_finite"})
     cfg = small_config(iterations=5, env=env, eval_seeds=4)
     cfg = on(replace(cfg, algo=replace(cfg.algo, groups_per_iter=2, group_size=2, minibatches=1)), "ray", 1)
     _, summary, trainer = train(cfg, tmp_path)
     assert summary["stopped"] == "error" and "\n" not in summary["error"], summary["error"]
-    assert re.match(r"toy_envs:Breaks: every one of the 4 worlds failed( to reset)?; first error: world 0 \(seed \d+\) "
-                    r"(reset|step \d+): non-finite observation$", summary["error"]), summary["error"]
+    assert re.match(r"toy_envs:Breaks: every one of the 4 worlds failed( to reset)?; first error: world \d "
+                    r"\(seed \d+\) (reset|step \d+): non-finite observation$", summary["error"]), summary["error"]
     assert summary["iterations"] >= 1 and trainer.sampler.failures == 0
 
 
