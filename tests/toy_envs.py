@@ -667,13 +667,8 @@ class ImageObs(PointReach):
         return {"cam": np.zeros((8, 8, 3), np.uint8), "state": np.concatenate([self.pos, self.goal])}
 
 
-class DictGoalUnseeded(ImageObs):
-    """A Dict observation whose goal entry comes from numpy's global generator (ignores the seed)."""
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.goal = np.random.uniform(-0.5, 0.5, size=2)  # noqa: NPY002 (the point of this env)
-        return self._obs(), {}
+class DictGoalUnseeded(ImageObs, GlobalRandomReach):
+    """ImageObs whose goal comes from numpy's global generator (GlobalRandomReach's reset)."""
 
 
 class ReusedBuffer(PointReach):
