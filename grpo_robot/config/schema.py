@@ -393,8 +393,9 @@ class BCConfig:
     val_fraction: float = 0.2  # episodes held out for early stopping (at least one)
     eval_every: int = 50  # gradient steps between validation checks
     patience: int = 20  # checks without a lower held-out action error before stopping
-    # also fit the Gaussian's std (else it stays at policy.init_std for exploration), or a tokenized
-    # policy's learned temperature (else it stays at policy.temperature)
+    # also fit the Gaussian's std (else it stays at policy.init_std for exploration): a free std ends
+    # as the RMS of the clone's held-out error per dimension; or a tokenized policy's learned
+    # temperature (else it stays at policy.temperature)
     learn_std: bool = False
     token_sigma: float = 8.0  # tokenized: targets are a Gaussian this many bins wide around the action; 0 = one-hot
     labels: str = choice("expert", "executed")  # expert: the expert's clean actions | executed: the noisy actions taken
