@@ -445,7 +445,7 @@ def _pretrain_bc(cfg: DictConfig) -> None:
         validate_env(env_cfg)
         train_cfg = TrainConfig(env=env_cfg, policy=policy_cfg, bc=bc_cfg, eval_seeds=max(cfg.eval_seeds, 1))
         env = make_env(env_cfg, 1)  # the spaces and layout the dataset must match
-        data = load_demos(cfg.dataset, env_cfg, env, key="dataset")
+        data = load_demos(cfg.dataset, env_cfg, env, key="dataset", filter_key=cfg.filter_key)
     except (ValueError, FileNotFoundError) as err:
         _fail(str(err))
     from grpo_robot.signals import Interrupted, SignalGuard
@@ -772,7 +772,7 @@ def _check_demos_path(cfg) -> None:
     except FileNotFoundError as err:
         raise ConfigError(f"demos.path={cfg.demos.path}: {err}") from None
     if path.suffix == ".npz":
-        load_demos(path, cfg.env, None)
+        load_demos(path, cfg.env, None, filter_key=cfg.demos.filter_key)
 
 
 def _validator(config_name: str):

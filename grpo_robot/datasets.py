@@ -36,21 +36,30 @@ log = logging.getLogger(__name__)
 SUCCESS_INFOS = ("is_success", "success")  # a Minari episode's per-step success flags, where its env has one
 
 
-def load_demos(path: str | Path, cfg: EnvConfig, env: Any, key: str = "demos.path") -> DemoDataset:
+def load_demos(path: str | Path, cfg: EnvConfig, env: Any, key: str = "demos.path",
+               filter_key: str | None = None) -> DemoDataset:  # fmt: skip
     """The dataset at `path` (the config's `key`), checked against the configured env `cfg` and its
-    group env `env` (whose `obs_keys` and action bounds convert an outside format). One-line
+    group env `env` (whose `obs_keys` and action bounds convert an outside format); with
+    `filter_key`, a robomimic file's demos that its `mask/<filter_key>` lists. One-line
     `ValueError` or `FileNotFoundError` for anything that does not fit."""
     where = f"{key}={path}"
     path = resolve(path)
     if path.suffix == ".npz":
+        if filter_key is not None:
+            raise DatasetError(f"{_filter_name(key)}={filter_key} is for a robomimic file's masks; {where} is a .npz")
         try:
             data = DemoDataset.load(path)
         except ValueError as err:
             raise DatasetError(f"{key}={err}") from None
     else:
-        data = _load_hdf5(path, cfg, env, key)
+        data = _load_hdf5(path, cfg, env, key, filter_key)
     data.check_compatible(cfg, env, where)
     return data
+
+
+def _filter_name(key: str) -> str:
+    """The filter key's config key beside the dataset's `key` (`dataset` of pretrain_bc.py, `demos.path`)."""
+    return "filter_key" if key == "dataset" else "demos.filter_key"
 
 
 def resolve(path: str | Path) -> Path:
@@ -71,7 +80,7 @@ def resolve(path: str | Path) -> Path:
 ROBOMIMIC_KEYS = {"object-state": "object"}  # robosuite's observation key -> robomimic's name for it
 
 
-def _load_hdf5(path: Path, cfg: EnvConfig, env: Any, key: str) -> DemoDataset:
+def _load_hdf5(path: Path, cfg: EnvConfig, env: Any, key: str, filter_key: str | None = None) -> DemoDataset:
     import h5py
 
     main = path / "data" / "main_data.hdf5" if path.is_dir() else path
@@ -84,7 +93,10 @@ def _load_hdf5(path: Path, cfg: EnvConfig, env: Any, key: str) -> DemoDataset:
     try:
         with h5py.File(main, "r") as f:
             if "data" in f and isinstance(f["data"], h5py.Group) and any(k.startswith("demo") for k in f["data"]):
-                return _robomimic(f, main, cfg, env)
+                return _robomimic(f, main, cfg, env, filter_key, _filter_name(key))
+            if filter_key is not None:
+                raise DatasetError(f"{key}={main}: {_filter_name(key)}={filter_key} is for a robomimic file's "
+                                   "masks, and this is not one")  # fmt: skip
             if any(k.startswith("episode_") for k in f):
                 return _minari(f, main, cfg, env)
             if "data" in f:
@@ -159,6 +171,7 @@ def _flat_obs(group: Any, keys: list[str] | None, where: str, aliases: dict[str,
 def _dataset(episodes: list[tuple[np.ndarray, np.ndarray, int]], ident: dict[str, Any], env: Any, source: str,
              where: str, spaces: dict[str, Any] | None = None) -> DemoDataset:  # fmt: skip
     """Episodes of (obs [T, obs_dim], actions in the env's units [T, action_dim], seed) -> a `DemoDataset`."""
+    from grpo_robot.environment import bounds_text
     from grpo_robot.gym_vector import unit_actions
 
     if not episodes:
@@ -172,7 +185,15 @@ def _dataset(episodes: list[tuple[np.ndarray, np.ndarray, int]], ident: dict[str
         check_finite(np.concatenate([e[column] for e in episodes]), lengths, f"{where}: {name}")
     low = getattr(env, "action_low", np.full(env.action_dim, -1.0))  # a built-in task acts in [-1, 1]
     high = getattr(env, "action_high", np.full(env.action_dim, 1.0))
-    actions = unit_actions(np.concatenate([a for _, a, _ in episodes]), low, high)
+    raw = np.concatenate([a for _, a, _ in episodes])
+    outside = (raw < low) | (raw > high)
+    if outside.any():  # clipped to the Box, as the env would clip them; said, not silent
+        row, col = (int(v[0]) for v in np.nonzero(outside))
+        e = int(np.searchsorted(np.cumsum(lengths), row, side="right"))
+        log.warning("%s: %d of its %d action values lie outside %s's bounds (%s) and are clipped to them; the first "
+                    "is %g (episode %d, step %d, dimension %d)", where, int(outside.sum()), outside.size, env.name,
+                    bounds_text(low, high), float(raw[row, col]), e, row - int(np.sum(lengths[:e])), col)  # fmt: skip
+    actions = unit_actions(raw, low, high)
     obs = np.concatenate([o for o, _, _ in episodes])
     keys = getattr(env, "obs_keys", None)
     data = DemoDataset(
@@ -278,16 +299,34 @@ def _box_bounds(space: Any, where: str) -> dict[str, list[float]]:
     return {"action_low": low, "action_high": high}
 
 
-def _robomimic(f: Any, main: Path, cfg: EnvConfig, env: Any) -> DemoDataset:
+def _robomimic(f: Any, main: Path, cfg: EnvConfig, env: Any, filter_key: str | None = None,
+               filter_name: str = "demos.filter_key") -> DemoDataset:  # fmt: skip
     """robomimic's (and robosuite's converted) layout: `data/demo_<i>/obs/<key>` and
     `data/demo_<i>/actions` (T rows each), `data.attrs["env_args"]` a JSON object with `env_name`
     and `env_kwargs`. robomimic names robosuite's `object-state` observation `object`."""
     where = str(main)
     keys = getattr(env, "obs_keys", None)
     data = f["data"]
-    episodes = []
-    for name in _numbered(data, "demo", f"{where}/data"):
+    episodes, empty = [], []
+    names = _numbered(data, "demo", f"{where}/data")
+    masks = sorted(f["mask"]) if "mask" in f else []
+    if filter_key is not None:
+        if filter_key not in masks:
+            raise DatasetError(f"{where} has no filter key {filter_key!r} (its mask/ holds "
+                               f"{', '.join(masks) or 'nothing'})")  # fmt: skip
+        listed = {m.decode() if isinstance(m, bytes) else str(m) for m in f["mask"][filter_key][()]}
+        missing = sorted(listed - set(names))
+        if missing:
+            raise DatasetError(f"{where}: mask/{filter_key} lists {', '.join(missing[:3])}, which data/ lacks")
+        names = [n for n in names if n in listed]
+    elif masks:
+        log.warning("%s: every demo is cloned; its filter keys (mask/: %s) are not used (%s=<key> picks one)",
+                    where, ", ".join(masks), filter_name)  # fmt: skip
+    for name in names:
         group = data[name]
+        if getattr(group.get("actions"), "shape", (1,))[:1] == (0,):  # one empty demo used to refuse the file
+            empty.append(name)
+            continue
         if "obs" not in group:
             raise DatasetError(f"{where}/data/{name} lacks 'obs' (it holds {', '.join(group) or 'nothing'})")
         actions = _array(group, "actions", f"{where}/data/{name}")
@@ -295,6 +334,9 @@ def _robomimic(f: Any, main: Path, cfg: EnvConfig, env: Any) -> DemoDataset:
         if len(obs) != len(actions):
             raise DatasetError(f"{where}/data/{name}: {len(obs)} observations for {len(actions)} actions")
         episodes.append((obs, actions, -1))
+    if empty and episodes:
+        log.warning("%s: %d of its %d demos hold no steps and are left out (%s)", where, len(empty), len(names),
+                    ", ".join(empty[:5]) + (" ..." if len(empty) > 5 else ""))  # fmt: skip
     ident: dict[str, Any] = {}
     if "env_args" in data.attrs:
         args = _json_attr(data.attrs["env_args"], f"{where}: data.attrs['env_args']")

@@ -135,7 +135,7 @@ class Trainer:
         if cfg.pretrain and cfg.demos.path and not cfg.resume:
             from grpo_robot.datasets import load_demos
 
-            self.demos = load_demos(cfg.demos.path, cfg.env, self.env)
+            self.demos = load_demos(cfg.demos.path, cfg.env, self.env, filter_key=cfg.demos.filter_key)
         self.critic = None  # PPO's value function, when the advantage estimator needs one
         self.advantage_source: AdvantageSource = GroupAdvantages(algo)
         if ADVANTAGE_ESTIMATORS[algo.advantage].needs_critic:

@@ -393,6 +393,36 @@ def test_a_robomimic_layout_file_loads_for_robosuite_lift():
                                                       "name": "Stack"})())  # fmt: skip
 
 
+def test_a_robomimic_filter_key_picks_the_demos_its_mask_lists(tmp_path, caplog):
+    """robomimic's `mask/<filter key>` lists (train, valid, 20_percent, ...) were ignored without a
+    word: every demo was cloned."""
+    import logging
+
+    cfg = toy("PointReach", horizon=30)
+    env = GymGroupEnv(cfg, 1)
+    path = tmp_path / "masked.hdf5"
+    with h5py.File(path, "w") as f:
+        for i, n in enumerate((5, 6, 7)):
+            f.create_dataset(f"data/demo_{i}/obs/state", data=np.full((n, 4), float(i)))
+            f.create_dataset(f"data/demo_{i}/actions", data=np.zeros((n, 2)))
+        f.create_dataset("mask/train", data=np.array([b"demo_0", b"demo_2"]))
+        f.create_dataset("mask/valid", data=np.array([b"demo_1"]))
+    try:
+        assert load_demos(path, cfg, env, filter_key="train").lengths.tolist() == [5, 7]
+        assert load_demos(path, cfg, env, filter_key="valid").lengths.tolist() == [6]
+        with caplog.at_level(logging.WARNING, logger="grpo_robot.datasets"):
+            assert load_demos(path, cfg, env).lengths.tolist() == [5, 6, 7]
+        assert "every demo is cloned; its filter keys (mask/: train, valid) are not used (demos.filter_key=<key> " \
+            "picks one)" in caplog.text  # fmt: skip
+        with pytest.raises(DatasetError, match=r"has no filter key 'test' \(its mask/ holds train, valid\)$"):
+            load_demos(path, cfg, env, filter_key="test")
+        with pytest.raises(DatasetError, match=r"^dataset=.*main_data.hdf5: filter_key=train is for a robomimic "
+                                               r"file's masks, and this is not one$"):  # fmt: skip
+            load_demos(MINARI, cfg, env, key="dataset", filter_key="train")
+    finally:
+        env.close()
+
+
 def test_a_minari_datasets_failed_episodes_are_named_where_it_records_success(tmp_path, fetch_push, caplog):
     """A dataset of random and expert episodes was cloned whole without a word (0% after cloning);
     where its episodes record the env's success flag (`infos/is_success`), the ones that never
@@ -439,6 +469,31 @@ def test_a_robomimic_layout_file_of_one_observation_key_loads_for_a_box_env(tmp_
     with pytest.raises(DatasetError, match=r"observations are a Dict \(other, state\), but the env observes a Box"):
         load_demos(path, cfg, env)
     env.close()
+
+
+def test_a_robomimic_file_with_an_empty_demo_or_actions_past_the_bounds_loads_and_says_so(tmp_path, caplog):
+    """One empty `data/demo_i` refused the whole file; an action past the env's bounds was clipped
+    without a word (an .npz label past [-1, 1] is refused: its format is the unit box)."""
+    import logging
+
+    cfg = toy("PointReach", horizon=30)
+    env = GymGroupEnv(cfg, 1)
+    path = tmp_path / "gaps.hdf5"
+    rng = np.random.default_rng(0)
+    with h5py.File(path, "w") as f:
+        for i, n in enumerate((5, 0, 7)):
+            actions = np.full((n, 2), 1.0)
+            if i == 2:
+                actions[3, 1] = 3.0  # past [-2, 2]
+            f.create_dataset(f"data/demo_{i}/obs/state", data=rng.normal(size=(n, 4)))
+            f.create_dataset(f"data/demo_{i}/actions", data=actions)
+    with caplog.at_level(logging.WARNING, logger="grpo_robot.datasets"):
+        data = load_demos(path, cfg, env)
+    env.close()
+    assert data.lengths.tolist() == [5, 7] and data.actions[5 + 3, 1] == 1.0 and data.actions.max() == 1.0
+    assert f"{path}: 1 of its 3 demos hold no steps and are left out (demo_1)" in caplog.text
+    assert (f"{path}: 1 of its 24 action values lie outside toy_envs:PointReach's bounds (low=[-2, -2] high=[2, 2]) "
+            "and are clipped to them; the first is 3 (episode 1, step 3, dimension 1)") in caplog.text  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -380,6 +380,9 @@ class DemoConfig:
     # train: a dataset to clone instead of collecting: a .npz of this project, a Minari dataset
     # (its directory, or minari:<dataset id>) or a robomimic-layout .hdf5 (grpo_robot/datasets.py)
     path: str | None = None
+    # a robomimic file's filter key: only the demos its mask/<key> lists (train, 20_percent, ...);
+    # null = every demo
+    filter_key: str | None = None
 
 
 @dataclass
@@ -550,6 +553,7 @@ class CollectDemosConfig:
 class PretrainConfig:
     # a demo .npz (scripts/collect_demos.py), a Minari dataset (directory or minari:<id>) or a robomimic .hdf5
     dataset: str = MISSING
+    filter_key: str | None = None  # a robomimic file's mask/<key>: only the demos it lists; null = every demo
     # the env to clone for and evaluate on (env=fetch_push, env=gym env.id=...); null = the one a
     # .npz records (an outside dataset needs it set)
     env: Any = None
