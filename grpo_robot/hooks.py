@@ -52,6 +52,7 @@ class IterationRecord:
     scalars: dict[str, float]  # metrics of this iteration; hooks may add theirs
     final: bool = False  # the run ends after this iteration: the last one, a hook's should_stop, the target
     evaluation: EvalResult | None = None  # set when this iteration was evaluated
+    best: bool = False  # its evaluation is the best so far: `Checkpoints` writes best.pt, after the user's hooks
 
 
 class Hook:
@@ -130,7 +131,10 @@ class Evaluation(Hook):
     """Evaluates on the held-out seeds every `every` iterations and after the last one (and at
     the start from a pretrained policy or with `eval_at_start`); keeps the best checkpoint; ends
     the run at the first evaluation at `target` success or above, recording when (hooks after
-    it see `final` set). With `min_train_success`, a due evaluation is skipped while that
+    it see `final` set). The evaluation after a last iteration between scheduled ones (a budget's
+    end) is reported only: it reaches no target and sets no best rate (best.pt only where there is
+    none), so that a run stopped there and resumed goes on as one that ran straight through.
+    With `min_train_success`, a due evaluation is skipped while that
     iteration's training success is below it: evaluation draws on streams of its own, so
     training goes on exactly as it would have, and only the skipped evaluations' time is saved
     (and the target found no earlier than the next evaluation that runs)."""
@@ -160,19 +164,26 @@ class Evaluation(Hook):
             trainer.stop, trainer.stopped = True, "target_success"  # a resumed run that had reached it: no training
 
     def after_iteration(self, trainer: Trainer, record: IterationRecord) -> None:
+        scheduled = record.iteration % self.every == 0
         if not record.final:
-            if record.iteration % self.every:
+            if not scheduled:
                 return
             gate = self.min_train_success
             if gate is not None and policy_success(record.scalars, default=1.0) < gate:
                 return
         result = record.evaluation = trainer.evaluate()
+        record.scalars.update(eval_scalars(result))
+        if not scheduled:  # the last iteration of a budget (iterations, time, env steps) between scheduled ones:
+            # reported, but it neither reaches the target nor sets the best rate, which a run stopped here and
+            # resumed would then hold where one that ran straight through never evaluates; it is best.pt only
+            # while the run has none (a resumed run's next evaluation replaces it, as the straight run's writes one)
+            record.best = not (trainer.run_dir / "checkpoints" / "best.pt").exists()
+            return
         if self._reached(trainer, result):
             record.final = True
-        record.scalars.update(eval_scalars(result))
         if result.rate > trainer.best_eval:
             trainer.best_eval = result.rate
-            trainer.save("best")
+            record.best = True  # written by Checkpoints, after the user's hooks: best.pt holds their state too
 
     def _reached(self, trainer: Trainer, result: EvalResult) -> bool:
         """Record the first evaluation at the target or above in `trainer.target`; True when it is this one."""
@@ -188,12 +199,15 @@ class Evaluation(Hook):
 
 
 class Checkpoints(Hook):
-    """Saves `checkpoints/last.pt` every `every` iterations, after every evaluation and at the end."""
+    """Saves `checkpoints/last.pt` every `every` iterations, after every evaluation and at the end,
+    and `checkpoints/best.pt` after an evaluation that is the best so far."""
 
     def __init__(self, every: int) -> None:
         self.every = every
 
     def after_iteration(self, trainer: Trainer, record: IterationRecord) -> None:
+        if record.best:
+            trainer.save("best")
         if record.iteration % self.every == 0 or record.evaluation is not None or record.final:
             trainer.save("last")
 

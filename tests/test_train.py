@@ -861,3 +861,41 @@ def test_a_resume_that_evaluates_otherwise_compares_its_evaluations_with_best_pt
     elsewhere = Trainer(replace(wider, iterations=3), tmp_path / "new")
     elsewhere.run()
     assert (tmp_path / "new" / "checkpoints" / "best.pt").exists()
+
+
+class Counter(Hook):
+    """Counts iterations, as state a checkpoint keeps."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def after_iteration(self, trainer, record) -> None:
+        self.n += 1
+
+    def state_dict(self) -> dict:
+        return {"n": self.n}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.n = state["n"]
+
+
+def test_a_run_stopped_between_evaluations_and_resumed_goes_on_as_one_run_straight_through(tmp_path):
+    """A run that ended its budget between scheduled evaluations was evaluated there: that result
+    could reach the target (the resume then refused to train) or pick best.pt, where the run that
+    went straight on never evaluated. And best.pt held the user's hooks' state of the iteration
+    before (it was written before they ran)."""
+    env = EnvConfig(task=None, entry_point="toy_envs:PointReach", horizon=20, kwargs={"tolerance": 0.3})
+    cfg = small_config(env=env, iterations=4, eval_every=4, eval_seeds=20, target_success=0.05)  # easily reached
+    straight = Trainer(cfg, tmp_path / "a", hooks=[Counter()])
+    summary = straight.run()
+    assert summary["target"]["iteration"] == 4 and summary["stopped"] == "target_success"
+    first = Trainer(replace(cfg, iterations=2), tmp_path / "b", hooks=[Counter()]).run()
+    assert first["eval"]["success_rate"] > 0 and not first["target"].get("reached")  # reported, not the target
+    assert checkpoint.load(tmp_path / "b" / "checkpoints" / "best.pt")["iteration"] == 2  # the run had none yet
+    resumed = Trainer(replace(cfg, resume=str(tmp_path / "b")), tmp_path / "b", hooks=[Counter()]).run()
+    assert resumed["target"]["iteration"] == 4 and resumed["env_steps"] == summary["env_steps"]
+    for name in ("last", "best"):
+        a, b = (checkpoint.load(tmp_path / run / "checkpoints" / f"{name}.pt") for run in ("a", "b"))
+        assert a["iteration"] == b["iteration"] == 4 and all(
+            torch.equal(a["policy"]["state_dict"][k], b["policy"]["state_dict"][k]) for k in a["policy"]["state_dict"])
+        assert a["hooks"]["Counter"]["n"] == b["hooks"]["Counter"]["n"] == 4  # best.pt after the user's hooks
