@@ -188,6 +188,13 @@ class Trainer:
             check_same_run(ckpt["config"], cfg, f"resume={cfg.resume}")
             checkpoint.check_env(ckpt, cfg.env, f"resume={cfg.resume}", self.env)  # the layout it trained on
             self._restore(ckpt)
+            threads = ckpt.get("torch_threads")
+            if self.device.type == "cpu" and threads is not None and threads != torch.get_num_threads():
+                log.warning("resume=%s: the run trained with %d torch CPU threads and this process has %d; a "
+                            "reduction split over another number of threads sums in another order, so the run goes "
+                            "on close to, not bit-identical with, one never stopped (torch.set_num_threads(%d), or "
+                            "OMP_NUM_THREADS=%d, keeps it)", cfg.resume, threads, torch.get_num_threads(), threads,
+                            threads)  # fmt: skip
             # its summary speaks for the whole run: its time so far, and where its policy came from (the
             # pretraining stage does not run again); checkpoints written before either was kept lack them
             self._resumed_eval = ckpt.get("eval")  # reported as the run's last until this process evaluates
@@ -401,7 +408,8 @@ class Trainer:
             "error": self.error,
             "diverged": self.diverged,  # the error was the training's own divergence (TrainingDiverged)
             "signal": self.signal,
-            "eval_seconds": self.eval_seconds,
+            "eval_seconds": self.eval_seconds,  # this process's
+            "eval_seconds_total": self.eval_seconds_before + self.eval_seconds,  # with the runs it was resumed from
             "machine": machine.describe(),
         }
 
@@ -465,6 +473,7 @@ class Trainer:
             "eval": self._resumed_eval if self.last_eval is None else self.last_eval.to_json(),
             "seconds": self.run_seconds(),
             "eval_seconds": self.eval_seconds_before + self.eval_seconds,
+            "torch_threads": torch.get_num_threads(),  # the update's reductions sum in this many parts
             "initial_policy": self.pretrained,
             "hooks": self._hook_states(),
             "target": dict(self.target),

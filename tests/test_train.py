@@ -894,8 +894,26 @@ def test_a_run_stopped_between_evaluations_and_resumed_goes_on_as_one_run_straig
     assert checkpoint.load(tmp_path / "b" / "checkpoints" / "best.pt")["iteration"] == 2  # the run had none yet
     resumed = Trainer(replace(cfg, resume=str(tmp_path / "b")), tmp_path / "b", hooks=[Counter()]).run()
     assert resumed["target"]["iteration"] == 4 and resumed["env_steps"] == summary["env_steps"]
+    assert resumed["eval_seconds_total"] == pytest.approx(first["eval_seconds"] + resumed["eval_seconds"])
     for name in ("last", "best"):
         a, b = (checkpoint.load(tmp_path / run / "checkpoints" / f"{name}.pt") for run in ("a", "b"))
         assert a["iteration"] == b["iteration"] == 4 and all(
             torch.equal(a["policy"]["state_dict"][k], b["policy"]["state_dict"][k]) for k in a["policy"]["state_dict"])
         assert a["hooks"]["Counter"]["n"] == b["hooks"]["Counter"]["n"] == 4  # best.pt after the user's hooks
+    import logging  # a resume with another number of torch threads is not bit-identical: said
+
+    warned: list[str] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = lambda record: warned.append(record.getMessage())
+    logger = logging.getLogger("grpo_robot.trainer")  # its own handler: an in-process CLI run may have set others
+    logger.disabled = False
+    logger.addHandler(handler)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(threads + 1)
+    try:
+        Trainer(replace(cfg, resume=str(tmp_path / "b"), iterations=5), tmp_path / "b").close()
+    finally:
+        torch.set_num_threads(threads)
+        logger.removeHandler(handler)
+    assert any(f"the run trained with {threads} torch CPU threads and this process has {threads + 1}" in w
+               for w in warned), warned  # fmt: skip
