@@ -570,6 +570,35 @@ def _check_shared_outputs(config_name: str, configs: list[DictConfig]) -> None:
                               "run one job per value")  # fmt: skip
 
 
+def _resumed_env_overrides(args: list[str]) -> list[str]:
+    """With `resume=`, the env keys a resume may change (`env.vector`, `env.step_timeout_s`,
+    `env.nthread`) given as `++env.<key>=...`: the command composes over the default env preset,
+    which lacks a Gymnasium env's keys, while they apply to the run's own env."""
+    if not any(a.startswith("resume=") for a in args):
+        return args
+    from grpo_robot.resume import SAFE_KEYS
+
+    env_keys = {k for k in SAFE_KEYS if k.startswith("env.")}
+    return [f"++{a}" if a.split("=", 1)[0] in env_keys and "=" in a else a for a in args]
+
+
+def _validate_resumed(composed: DictConfig, overrides: list[str]) -> None:
+    """A resume's command line checked as the config it gives: the run's own (its checkpoint's),
+    with the keys the command line touched (`check_same_run` later refuses those it may not change)."""
+    from omegaconf import OmegaConf
+
+    from grpo_robot import checkpoint
+    from grpo_robot.config import validate
+    from grpo_robot.resume import resumed_config
+
+    try:
+        ckpt = checkpoint.load(composed.resume, purpose="resume")
+    except FileNotFoundError as err:
+        raise ConfigError(str(err)) from None
+    touched = _touched_keys(overrides, composed) | {"resume"}
+    validate(resumed_config(ckpt["config"], OmegaConf.to_container(_without_hydra(composed), resolve=True), touched))
+
+
 def _touched_keys(overrides: list[str], composed: DictConfig) -> set[str]:
     """The config leaves that `overrides` set: a key's own leaves, every leaf of a group's package
     (`env=push_cube`: env.*), and for `experiment=` the keys its file sets (and the groups it overrides)."""
@@ -799,6 +828,8 @@ def _run(config_name: str, task) -> None:
 
     register_configs()
     wholes = free_dict_overrides(whole_number_overrides(sys.argv[1:], SCHEMAS[config_name]))
+    if config_name == "config":
+        wholes = _resumed_env_overrides(wholes)
     args = [a if a.startswith("-") else b for a, b in zip(sys.argv[1:], wholes, strict=True)]
     sys.argv = [sys.argv[0], *args]
     renamed = renamed_key_error(args) or bool_override_error(args, SCHEMAS[config_name])
@@ -813,7 +844,10 @@ def _run(config_name: str, task) -> None:
                 o.input_line for o in OverridesParser.create().parse_overrides(overrides) if o.is_sweep_override()
             ]
             for composed in configs:
-                _validator(config_name)(_without_hydra(composed))
+                if config_name == "config" and composed.get("resume") and not multirun:
+                    _validate_resumed(composed, overrides)  # the run's config, not the defaults', with them
+                else:
+                    _validator(config_name)(_without_hydra(composed))
             _check_shared_outputs(config_name, configs)
         except Exception as err:  # noqa: BLE001
             if isinstance(err, ValueError) and type(err).__module__.startswith("grpo_robot."):

@@ -536,3 +536,20 @@ def test_evaluate_and_resume_refuse_an_env_whose_action_bounds_changed_since(tmp
     finally:
         toy_envs.Bounded.HIGH = 2.0
     assert run_main("evaluate", f"checkpoint={run}", "n_seeds=4").code == 0
+
+
+def test_a_gymnasium_run_resumes_with_another_vector_backend_or_step_timeout(tmp_path):
+    """`resume=<run> env.vector=async` (which the hang message recommends) was refused: the
+    command line composed over the default env preset, which has no `vector` key."""
+    from grpo_robot import checkpoint
+
+    run = tmp_path / "run"
+    tiny = ["env=gym", "env.entry_point=toy_envs:PointReach", "env.horizon=10", "eval_seeds=4", "algo.group_size=2",
+            "algo.groups_per_iter=2", "algo.minibatches=1", "policy.hidden_sizes=[16]", "progress=false"]  # fmt: skip
+    assert run_main("train", *tiny, "iterations=1", f"hydra.run.dir={run}").code == 0
+    out = run_main("train", f"resume={run}", "iterations=2", "env.vector=async", "env.step_timeout_s=60")
+    assert out.code == 0, out.stderr
+    env = checkpoint.load(run, purpose="resume")["config"]["env"]
+    assert (env["vector"], env["step_timeout_s"], env["entry_point"]) == ("async", 60.0, "toy_envs:PointReach")
+    out = run_main("train", f"resume={run}", "iterations=3", "env.horizon=20")  # what is trained: refused
+    assert out.code == 2 and "env.horizon" in out.error_lines[0], out.error_lines
