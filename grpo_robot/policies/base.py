@@ -170,7 +170,7 @@ class Policy(nn.Module):
         signature = inspect.signature(type(self).__init__)
         try:
             bound = signature.bind(self, *args, **given)
-        except TypeError:  # built some other way (copy.deepcopy calls no constructor): what it keeps
+        except TypeError:  # made without its constructor's arguments (an object __new__ made bare): what it keeps
             return kwargs
         bound.apply_defaults()
         called: dict[str, Any] = {}
