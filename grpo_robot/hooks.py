@@ -227,10 +227,15 @@ class TensorBoard(Hook):
             from torch.utils.tensorboard import SummaryWriter
 
             self.folder = trainer.run_dir / "tb"
-            purge = None
-            if trainer.cfg.resume:  # the checkpoint's iteration was logged; at iteration 0 its start is logged again
-                purge = trainer.env_steps + (trainer.iteration > 0)
+            purge, again = None, {}
+            if trainer.cfg.resume:  # at iteration 0 its start is logged again
+                again = trainer.resumed_scalars if trainer.iteration > 0 else {}
+                # the checkpoint's iteration: logged again from the scalars it keeps (a process can end after
+                # writing it and before its loggers ran); one written before it kept them was logged
+                purge = trainer.env_steps + (trainer.iteration > 0 and not again)
             self.writer = SummaryWriter(str(self.folder), purge_step=purge)
+            for tag, value in again.items():
+                self.writer.add_scalar(tag, value, trainer.env_steps)
 
     def on_log(self, trainer: Trainer, scalars: dict[str, float], step: int) -> None:
         if self.writer is None:

@@ -178,6 +178,8 @@ class Trainer:
         self._boundary: dict[str, Any] | None = None  # state() after the last completed iteration, copied
         self._boundary_eval: EvalResult | None = None  # the evaluation it reports
         self._resumed_eval: dict[str, Any] | None = None  # a resumed run's last evaluation, until it evaluates again
+        self._scalars: dict[str, float] = {}  # the current iteration's, for its checkpoint
+        self.resumed_scalars: dict[str, float] = {}  # those of the checkpoint a resumed run starts from
         self._eval_changed = False  # a resumed run evaluates otherwise (eval_seeds, eval_deterministic) than before
         self._config_record = config_dict(cfg)
         self.start_time = time.perf_counter()
@@ -198,6 +200,7 @@ class Trainer:
             # its summary speaks for the whole run: its time so far, and where its policy came from (the
             # pretraining stage does not run again); checkpoints written before either was kept lack them
             self._resumed_eval = ckpt.get("eval")  # reported as the run's last until this process evaluates
+            self.resumed_scalars = ckpt.get("scalars") or {}  # its iteration's, logged again (TensorBoard)
             self.seconds_before = float(ckpt.get("seconds") or 0.0)
             self.eval_seconds_before = float(ckpt.get("eval_seconds") or 0.0)
             self.pretrained = ckpt.get("initial_policy") or (
@@ -337,6 +340,7 @@ class Trainer:
                 self.stopped = "signal"
                 break
             record = self.train_iteration()
+            self._scalars = record.scalars  # as the hooks fill it: a checkpoint of this iteration keeps them
             stops = [hook.should_stop(self, record) for hook in self.hooks]  # every hook is asked
             if any(stops) and self.stopped is None:  # a hook that did not say why: its class name
                 self.stopped = next(type(hook).__name__ for hook, stop in zip(self.hooks, stops, strict=True) if stop)
@@ -474,6 +478,9 @@ class Trainer:
             "seconds": self.run_seconds(),
             "eval_seconds": self.eval_seconds_before + self.eval_seconds,
             "torch_threads": torch.get_num_threads(),  # the update's reductions sum in this many parts
+            # this iteration's scalars as far as the hooks before the checkpoint filled them: a resumed run logs
+            # them again (TensorBoard), for a process that ended before its loggers wrote them
+            "scalars": {**{k: float(v) for k, v in self._scalars.items()}, "time/run_s": self.run_seconds()},
             "initial_policy": self.pretrained,
             "hooks": self._hook_states(),
             "target": dict(self.target),

@@ -842,6 +842,33 @@ def test_a_resumed_run_purges_what_the_run_before_logged_past_its_checkpoint(tmp
     assert len(straight) == 6 and tensorboard_points(tmp_path / "run" / "tb") == straight
 
 
+class CrashBeforeLogging(Hook):
+    """Interrupts the run in iteration `iteration`'s logging, before the loggers after it write it
+    (as a user's hook's `on_log` runs before TensorBoard's), after its checkpoint was written."""
+
+    def __init__(self, iteration: int) -> None:
+        self.iteration = iteration
+
+    def on_log(self, trainer, scalars, step):
+        if trainer.iteration == self.iteration:
+            raise KeyboardInterrupt
+
+
+def test_an_iteration_checkpointed_but_not_yet_logged_is_logged_by_the_resume(tmp_path):
+    """A process that ended after writing last.pt and before its loggers wrote that iteration lost
+    it from TensorBoard for good: the resume purged from the step after it."""
+    cfg = small_config(iterations=5, checkpoint_every=1, eval_every=2)
+    Trainer(cfg, tmp_path / "straight").run()
+    with pytest.raises(KeyboardInterrupt):
+        Trainer(cfg, tmp_path / "run", hooks=[CrashBeforeLogging(4)]).run()  # evaluated at 4, saved, not logged
+    assert checkpoint.load(tmp_path / "run", purpose="resume")["iteration"] == 4
+    assert len(tensorboard_points(tmp_path / "run" / "tb")) == 3
+    Trainer(replace(cfg, resume=str(tmp_path / "run")), tmp_path / "run").run()
+    for tag in ("charts/train_success", "charts/eval_success"):
+        straight = tensorboard_points(tmp_path / "straight" / "tb", tag)
+        assert tensorboard_points(tmp_path / "run" / "tb", tag) == straight and len(straight) in (5, 3), tag
+
+
 def test_a_resume_that_evaluates_otherwise_compares_its_evaluations_with_best_pt_evaluated_alike(tmp_path):
     """eval_seeds may change on resume: best.pt's rate on the old seeds was compared with the new
     seeds' rates. best.pt is now evaluated again on the new seeds first; and a resume into a new
