@@ -9,6 +9,7 @@ from test_train import small_config
 
 from grpo_robot.config import AlgoConfig, ClipConfig, DynamicSamplingConfig, KLConfig, PolicyConfig
 from grpo_robot.policies import TokenizedPolicy, bin_centres, to_tokens
+from grpo_robot.policies.tokenized import smoothed_targets
 from grpo_robot.trainer import Trainer
 
 
@@ -417,3 +418,37 @@ def test_free_logits_train_at_their_fraction_of_the_learning_rate(tmp_path, sche
     (group,) = resumed.learner.optimizer.param_groups  # adaptive: the rate it sets for the next update
     assert group["lr"] == (resumed.learner.lr if schedule == "constant" else group["lr"]) > 0
     resumed.close()
+
+
+@pytest.mark.parametrize("bins, sigma_bins", [(64, 8.0), (16, 1.5)])
+def test_bc_targets_are_the_bins_of_a_clipped_gaussian_around_the_action(bins, sigma_bins):
+    """BC's smoothed target for an action is where clip(a + N(0, s^2)) lands, bin by bin: at a bound
+    the tail past it stays on the end bin, so the target's mean is the clipped draws' mean (the
+    density at the bin centres, softmaxed, would put it 0.8 s inside the bound at a = 1)."""
+    actions = torch.tensor([[-1.0, -0.97, 0.0, 0.31, 0.95, 1.0]])
+    target = smoothed_targets(actions, bins, sigma_bins)[0]  # [6, K]
+    assert target.shape == (6, bins) and torch.allclose(target.sum(-1), torch.ones(6), atol=1e-6)
+    s = sigma_bins * 2.0 / bins
+    draws = (actions[0, :, None].double() + s * torch.randn(6, 400_000, generator=torch.Generator().manual_seed(0),
+                                                                dtype=torch.float64)).clamp(-1, 1)
+    hist = torch.stack([torch.bincount(to_tokens(row, bins), minlength=bins) for row in draws]).double() / 400_000
+    assert (target.double() - hist).abs().max() < 3e-3  # 400k draws: a bin's standard error <= 8e-4
+    centres = bin_centres(bins).double()
+    mean = (target.double() * centres).sum(-1)
+    torch.testing.assert_close(mean, (hist * centres).sum(-1), atol=2e-3, rtol=0)
+    cut = torch.softmax(-0.5 * ((centres - 1.0) / s) ** 2, dim=-1)  # the density at the centres, at a = 1
+    assert mean[-1] - (cut * centres).sum() > 0.2 * s and abs(mean[0] + mean[-1]) < 1e-6 and abs(mean[2]) < 1e-6
+
+
+def test_a_clone_of_an_action_at_the_bound_decodes_near_the_bound():
+    """Fitted to a saturated expert's action (1.0) and its opposite, the mean decode lands within the
+    clipped target's mean (1 - 0.4 s, s = 8 bins = 0.25 here); the target cut at the bound gave 0.80."""
+    torch.manual_seed(0)
+    policy = TokenizedPolicy(2, 2, bins=64, hidden_sizes=(32,), decode="mean")
+    obs, action = torch.randn(256, 2), torch.tensor([[1.0, -1.0]]).expand(256, 2)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=3e-3)
+    for _ in range(300):
+        loss = policy.soft_cross_entropy(obs, action, 8.0).mean()
+        optimizer.zero_grad(), loss.backward(), optimizer.step()
+    decoded = policy.sample(obs, deterministic=True)[1]
+    assert (decoded[:, 0] > 0.88).all() and (decoded[:, 1] < -0.88).all(), decoded.mean(0)

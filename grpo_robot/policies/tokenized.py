@@ -28,6 +28,21 @@ def to_tokens(action: torch.Tensor, bins: int) -> torch.Tensor:
     return ((action.clamp(-1.0, 1.0) + 1.0) * (bins / 2.0)).floor().long().clamp(0, bins - 1)
 
 
+def smoothed_targets(action: torch.Tensor, bins: int, sigma_bins: float) -> torch.Tensor:
+    """BC's target distribution over the bins, `[..., D, K]`, for actions `[..., D]`: the bin
+    probabilities of clip(a + N(0, s^2)) with s = `sigma_bins` bin widths, which is where a
+    Gaussian's draws around the action land once the env clips them. Each bin gets the normal
+    mass between its edges and the two end bins also the tails past +-1, so an action at a bound
+    (as a saturated expert's often is) keeps half its target on the end bin. A softmax of the
+    density at the bin centres would cut the Gaussian off at the bound instead: its mean for an
+    action of 1.0 lies about 0.8 s inside, and a clone that learns it undershoots there."""
+    a = action.clamp(-1.0, 1.0)[..., None]  # [..., D, 1]
+    inner = (-1.0 + 2.0 * torch.arange(1, bins, dtype=a.dtype, device=a.device) / bins)  # [K-1] edges
+    cdf = torch.special.ndtr((inner - a) / (sigma_bins * 2.0 / bins))  # [..., D, K-1]
+    zero, one = torch.zeros_like(a), torch.ones_like(a)
+    return torch.diff(torch.cat([zero, cdf, one], dim=-1), dim=-1).clamp_(min=0.0)
+
+
 def ordinal_logits(scores: torch.Tensor) -> torch.Tensor:
     """Logits `[..., K]` of an ordinal categorical from K scores `[..., K]` (Tang & Agrawal, AAAI
     2020): score j is the log-odds that the action lies past bin j, and bin k's logit is
@@ -267,13 +282,11 @@ class TokenizedPolicy(Policy):
 
     def soft_cross_entropy(self, obs: torch.Tensor, action: torch.Tensor, sigma_bins: float) -> torch.Tensor:
         """Cross-entropy `[...]` (summed over dimensions) against a discretized Gaussian around
-        each continuous target `action [..., D]`, `sigma_bins` bins wide: neighbouring bins share
+        each continuous target `action [..., D]`, `sigma_bins` bins wide (`smoothed_targets`): neighbouring bins share
         the credit, so the cloned distribution is smooth and unimodal around the target and its
         argmax lands near it even when few demonstrations hit any one bin."""
         tokens = to_tokens(action, self.bins)
-        width = 2.0 / self.bins
-        dist = (self.centres - action[..., None].clamp(-1.0, 1.0)) / (sigma_bins * width)  # [..., D, K]
-        target = torch.softmax(-0.5 * dist**2, dim=-1)
+        target = smoothed_targets(action, self.bins, sigma_bins)
         log_p = F.log_softmax(self.logits(obs, tokens), dim=-1)
         return -(target * log_p).sum(-1).sum(-1)
 
