@@ -199,12 +199,16 @@ def _evaluate(cfg: DictConfig) -> None:
     except (ValueError, FileNotFoundError) as err:
         _fail(str(err))
     from grpo_robot.gym_vector import EnvFailure
+    from grpo_robot.signals import Interrupted, SignalGuard
 
     try:
-        result = evaluate(env, policy, eval_seeds(cfg.n_seeds, cfg.seeds), device, cfg.deterministic,
-                          stream_seed(cfg.seed, 0, STREAM_EVAL), train_cfg.env.outcome == "final_step")  # fmt: skip
+        with SignalGuard() as guard, guard.abandonable():  # Ctrl-C or SIGTERM: one line, not a traceback
+            result = evaluate(env, policy, eval_seeds(cfg.n_seeds, cfg.seeds), device, cfg.deterministic,
+                              stream_seed(cfg.seed, 0, STREAM_EVAL), train_cfg.env.outcome == "final_step")  # fmt: skip
     except EnvFailure as err:  # every world of a chunk failed: nothing to score
         _fail(str(err), code=1)
+    except Interrupted as stop:
+        _fail(f"stopped by {stop} during the evaluation; nothing written", code=128 + stop.signum)
     finally:
         env.close()
     mode, output, folder = eval_outputs(cfg, path)
@@ -368,19 +372,24 @@ def _collect_demos(cfg: DictConfig) -> None:
     for key in sorted(k for k, ignored in unused.items() if ignored and k in _touched):
         why = f"env= names the env ({env_name(env_cfg)})" if key == "task" else "a built-in task's physics threads"
         log.warning("%s=%s does nothing here: %s", key, cfg[key], why)
-    try:
-        if env_cfg.task:
-            data, stats = collect_demos(env_cfg.task, d.episodes, d.noise, d.seed, d.max_attempts,
-                                        nthread=cfg.nthread or env_cfg.nthread, horizon=env_cfg.horizon,
-                                        outcome=env_cfg.outcome)  # fmt: skip
-        else:
-            from tqdm import tqdm
+    from grpo_robot.signals import Interrupted, SignalGuard
 
-            with tqdm(total=d.episodes, desc="kept", unit="episode", disable=not sys.stderr.isatty()) as bar:
-                data, stats = collect_expert_demos(env_cfg, d.expert, d.episodes, d.noise, d.seed, d.max_attempts,
-                                                   lambda kept, tried: bar.update(kept - bar.n))  # fmt: skip
+    try:
+        with SignalGuard() as guard, guard.abandonable():  # Ctrl-C or SIGTERM: one line, not a traceback
+            if env_cfg.task:
+                data, stats = collect_demos(env_cfg.task, d.episodes, d.noise, d.seed, d.max_attempts,
+                                            nthread=cfg.nthread or env_cfg.nthread, horizon=env_cfg.horizon,
+                                            outcome=env_cfg.outcome)  # fmt: skip
+            else:
+                from tqdm import tqdm
+
+                with tqdm(total=d.episodes, desc="kept", unit="episode", disable=not sys.stderr.isatty()) as bar:
+                    data, stats = collect_expert_demos(env_cfg, d.expert, d.episodes, d.noise, d.seed,
+                                                       d.max_attempts, lambda kept, tried: bar.update(kept - bar.n))
     except (RuntimeError, ValueError) as err:
         _fail(str(err))
+    except Interrupted as stop:
+        _fail(f"stopped by {stop} while collecting; nothing written", code=128 + stop.signum)
     name = env_name(env_cfg).replace("/", "_").replace(":", "_")
     # a default name never replaces an earlier dataset (another noise or seed, which the name leaves out)
     output = Path(cfg.output) if cfg.output else rundir.fresh_file(f"demos/{name}_{d.episodes}.npz")
@@ -418,7 +427,7 @@ def _pretrain_bc(cfg: DictConfig) -> None:
     from grpo_robot.bc import BCDiverged, checkpoint_from_bc, clone
     from grpo_robot.config import PolicyConfig, TrainConfig, env_config, validate_env
     from grpo_robot.config.store import env_config_dict
-    from grpo_robot.config.validate import validate_pretrain
+    from grpo_robot.config.validate import check_memory, validate_pretrain
     from grpo_robot.datasets import load_demos
     from grpo_robot.demos import DemoDataset
     from grpo_robot.device import resolve_device
@@ -444,6 +453,7 @@ def _pretrain_bc(cfg: DictConfig) -> None:
                               "env=gym env.id=...)")  # fmt: skip
         validate_env(env_cfg)
         train_cfg = TrainConfig(env=env_cfg, policy=policy_cfg, bc=bc_cfg, eval_seeds=max(cfg.eval_seeds, 1))
+        check_memory(train_cfg, eval_seeds=cfg.eval_seeds, eval_key="eval_seeds", train=False)  # the .npz's env too
         env = make_env(env_cfg, 1)  # the spaces and layout the dataset must match
         data = load_demos(cfg.dataset, env_cfg, env, key="dataset", filter_key=cfg.filter_key)
     except (ValueError, FileNotFoundError) as err:

@@ -246,17 +246,22 @@ def _half_offset(low: np.ndarray, high: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(low), low + 1.0, np.where(np.isfinite(high), high - 1.0, 0.0))
 
 
-def _truth(value: Any, what: str) -> bool:
-    """`value` as a success flag; a NaN (which `bool` takes for True) raises, so the world fails."""
+def _truth(value: Any, what: str, kind: str = "success flag") -> bool:
+    """`value` as a flag (a success flag, or `terminated`); a NaN, which `bool` takes for True, an
+    array of several values or any other object raises, so the world fails."""
     if isinstance(value, np.ndarray | list | tuple):  # a one-element array or list: its element
         array = np.asarray(value, dtype=object)
         if array.size != 1:
-            raise ValueError(f"{what} holds {array.size} values, not one success flag")
+            raise ValueError(f"{what} holds {array.size} values, not one {kind}")
         value = array.reshape(()).item()
     if isinstance(value, float | np.floating) and value != value:
-        raise ValueError(f"{what} is nan, not a success flag")
+        raise ValueError(f"{what} is nan, not a {kind}")
     if isinstance(value, str | bytes):  # bool("False") is True
-        raise ValueError(f"{what} is the string {value!r}, not a success flag (a bool or a number)")
+        raise ValueError(f"{what} is the string {value!r}, not a {kind} (a bool or a number)")
+    if hasattr(value, "item") and not isinstance(value, np.generic):  # a 0-d tensor of another library
+        value = value.item()
+    if not isinstance(value, bool | int | float | np.bool_ | np.number):  # bool(<any object>) is True
+        raise ValueError(f"{what} is a {type(value).__name__}, not a {kind} (a bool or a number)")
     return bool(value)
 
 
@@ -382,6 +387,7 @@ class OutcomeEnv(gymnasium.Env):
             self.raw_obs, self.raw_info = obs, info
             success = self.is_success(obs, info)
             flat = self._flatten(obs)
+            ended = _truth(terminated, "terminated", "flag") or _truth(truncated, "truncated", "flag")
         except MissingSuccessKey as err:  # it was there at the probe's first step: this world fails
             return self._fail(None, err.args[0])
         except Exception as err:
@@ -391,7 +397,7 @@ class OutcomeEnv(gymnasium.Env):
         self._obs, self._success = flat, success
         if success and self.terminate_on_success:
             self._ended = SUCCEEDED
-        elif terminated or truncated:
+        elif ended:
             self._ended = ENV_ENDED
         elif self._steps >= self.horizon:
             self._ended = HORIZON

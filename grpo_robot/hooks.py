@@ -500,7 +500,11 @@ def config_hooks(cfg: TrainConfig) -> list[Hook]:
 
     made = []
     for path in cfg.hooks:
-        hook = load_callable(path, "hooks")()
+        factory = load_callable(path, "hooks")
+        try:
+            hook = factory()
+        except Exception as err:  # before any training: refused as a bad setting, its directory removed
+            raise ConfigError(f"hooks={list(cfg.hooks)}: {path}() raised {type(err).__name__}: {err}") from err
         if not isinstance(hook, Hook):
             raise ConfigError(f"hooks={list(cfg.hooks)}: {path} gave a {type(hook).__name__}, not a "
                               "grpo_robot.hooks.Hook")  # fmt: skip

@@ -68,7 +68,11 @@ def find_runs(paths: Sequence[str | Path], tag: str = TAG) -> list[Run]:
                 continue
             points = curve(scalars, tag)
             config_file = tb.parent / "resolved_config.yaml"
-            config = OmegaConf.to_container(OmegaConf.load(config_file)) if config_file.exists() else {}
+            try:
+                config = OmegaConf.to_container(OmegaConf.load(config_file)) if config_file.exists() else {}
+            except Exception as err:  # a file cut short or edited: the run is named, not plotted
+                raise ValueError(f"{config_file} cannot be read ({type(err).__name__}: {str(err).splitlines()[0]})"
+                                 ) from err  # fmt: skip
             runs.append(Run(tb.parent, flatten(config), *(np.array(points[k], dtype=np.float64)
                                                             for k in ("env_steps", "seconds", "success")),
                             _choices(tb.parent)))  # fmt: skip
@@ -237,6 +241,12 @@ def draw(lines: list[Line], path: Path, title: str = "") -> None:
 
 def plot_runs(paths: Sequence[str | Path], output: Path, keys: Sequence[str] = LABEL_KEYS) -> list[dict]:
     """Find, group, draw and summarize -> the summary (also written next to the PNG as JSON)."""
+    from grpo_robot.config.validate import run_record
+
+    for path in (output, output.with_suffix(".json")):
+        record = run_record(path, checkpoints_too=True)
+        if record is not None:
+            raise ValueError(f"--output {output}: {path} is {record}, which this would replace; give another path")
     runs = find_runs(paths)
     if not runs:
         raise ValueError(f"no run with {TAG} in its TensorBoard log under {', '.join(map(str, paths))}")

@@ -302,6 +302,11 @@ class Trainer:
                     self.stopped, self.error = "error", str(err)
                     self.diverged = isinstance(err, TrainingDiverged)  # the settings' doing, not the machine's
                     self._roll_back()
+                except Exception as err:  # anything else (a user's hook, an env's odd value): saved alike
+                    self.guard.stopping()
+                    log.error("the run ended on an unexpected error", exc_info=err)  # the traceback, for the log
+                    self.stopped, self.error = "error", f"{type(err).__name__}: {err}"
+                    self._roll_back()
                 if self.stopped == "signal":
                     self.signal = self.guard.name
                 summary = self.summary()

@@ -25,8 +25,13 @@ def main() -> None:
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--target", type=_rate, default=0.95, help="report when eval success first reached this")
     args = parser.parse_args()
+    rows = 0
     for line in report(args.runs, args.target, lambda msg: print(msg, file=sys.stderr)):
         print(line)
+        rows += line.startswith("| ") and not line.startswith(("| task ", "| --- "))
+    if not rows:  # a mistyped path is not an empty report
+        print(f"error: no finished run in {', '.join(map(str, args.runs))}", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -602,3 +602,15 @@ def test_the_time_limit_ends_cloning_and_the_run_keeps_the_clone_to_resume_from(
     resumed = Trainer(replace(cfg, resume=str(tmp_path), time_limit_min=None), tmp_path)
     assert resumed.run()["iterations"] == cfg.iterations
     resumed.close()
+
+
+def test_pretrain_bc_checks_the_memory_for_the_env_its_npz_records(tmp_path):
+    """The env named by the .npz (no env= given) got no memory check: a policy too large for the
+    machine failed in the allocator with a traceback, after the dataset was read."""
+    data, _ = collect_demos("Reach", 1)
+    path = data.save(tmp_path / "d.npz")
+    out = run_main("pretrain_bc", f"dataset={path}", "policy.hidden_sizes=[1000000,1000000]",
+                   f"output={tmp_path / 'bc.pt'}")  # fmt: skip
+    assert out.code == 2 and len(out.error_lines) == 1, out.stderr
+    assert "policy.hidden_sizes=[1000000, 1000000] is too large for this machine" in out.error_lines[0]
+    assert not (tmp_path / "bc.pt").exists()

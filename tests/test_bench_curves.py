@@ -1,6 +1,7 @@
 """Evaluation curves from TensorBoard events, and the table of finished runs built on them."""
 
 import json
+from pathlib import Path
 
 import yaml
 from torch.utils.tensorboard import SummaryWriter
@@ -103,3 +104,25 @@ def test_report_of_runs(tmp_path):
     ]
     assert skipped == [f"skipped {tmp_path / 'c'}: no summary.json in it or below (no finished run)",
                        f"skipped {tmp_path / 'nope'}: no such directory"]  # fmt: skip
+
+
+def test_a_run_whose_files_cannot_be_read_is_skipped_and_no_run_at_all_is_an_error(tmp_path):
+    """An empty summary.json or a broken resolved_config.yaml gave a traceback; a mistyped path an
+    empty table with exit 0."""
+    import subprocess
+    import sys
+
+    summary = {"eval": None, "env_steps": 1, "seconds": 1.0}
+    make_run(tmp_path / "empty", [(0, 1001.0, 0.3)], summary, [])
+    (tmp_path / "empty" / "summary.json").write_text("")
+    make_run(tmp_path / "broken", [(0, 1001.0, 0.3)], summary, [])
+    (tmp_path / "broken" / "resolved_config.yaml").write_text("env: [unclosed\n")
+    skipped = []
+    assert list(report([tmp_path / "empty", tmp_path / "broken"], 0.95, skipped.append))[2:] == []
+    assert skipped == [f"skipped {tmp_path / 'empty'}: its files cannot be read (JSONDecodeError: Expecting value: "
+                       "line 1 column 1 (char 0))", f"skipped {tmp_path / 'broken'}: its files cannot be read "
+                       "(ParserError: while parsing a flow sequence)"]  # fmt: skip
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, str(root / "scripts" / "report_runs.py"), str(tmp_path / "typo")],
+                         capture_output=True, text=True)  # fmt: skip
+    assert out.returncode == 1 and out.stderr.splitlines()[-1] == f"error: no finished run in {tmp_path / 'typo'}"

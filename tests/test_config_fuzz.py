@@ -647,3 +647,61 @@ def test_the_std_and_temperature_bounds_are_the_policies():
 
     assert STD_BOUNDS == pytest.approx((math.exp(LOG_STD_MIN), math.exp(LOG_STD_MAX)), rel=1e-12)
     assert TEMPERATURE_BOUNDS == pytest.approx((math.exp(LOG_TEMPERATURE_MIN), math.exp(LOG_TEMPERATURE_MAX)))
+
+
+def _read_only(folder: Path) -> None:
+    """Make `folder` unwritable: a read-only tmpfs when this process may mount (root), else its mode."""
+    import os
+    import subprocess
+
+    folder.mkdir()
+    if os.geteuid() == 0:
+        mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(folder)],
+                                 capture_output=True)  # fmt: skip
+        assert mounted.returncode == 0, mounted.stderr
+    else:
+        folder.chmod(0o555)
+
+
+def test_an_output_over_a_runs_records_a_checkpoint_or_an_unwritable_place_is_refused_before_the_work(tmp_path):
+    """evaluate.py output=<its checkpoint> replaced the checkpoint with JSON (the run could not be
+    resumed); plot.py --output <run>/summary.png replaced the run's summary.json; an unwritable
+    output was found only after the work."""
+    import os
+    import subprocess
+
+    from grpo_robot.demos import collect_demos
+    from grpo_robot.plots import plot_runs
+
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    for name in ("checkpoints/last.pt", "summary.json", "eval.json"):
+        (run / name).write_text("{}")
+    (tmp_path / "elsewhere.pt").write_text("x")
+    dataset, _ = collect_demos("Reach", 1)
+    dataset = dataset.save(tmp_path / "d.npz")
+    for output, what in [(run / "checkpoints" / "last.pt", "it is a checkpoint"),
+                         (tmp_path / "elsewhere.pt", "it is a checkpoint"),
+                         (run / "summary.json", f"it is the summary.json of the run in {run}")]:  # fmt: skip
+        with pytest.raises(ConfigError, match=f"output='{output}' is invalid: {what}, which this would replace"):
+            validate_eval(compose("evaluate", f"checkpoint={run}", f"output={output}"))
+    validate_eval(compose("evaluate", f"checkpoint={run}", f"output={run / 'checkpoints' / 'mine.json'}"))  # new: fine
+    with pytest.raises(ConfigError, match="output='.*last.pt' is invalid: it is a checkpoint"):  # a run's, for pretrain
+        validate_pretrain(compose("pretrain_bc", f"dataset={dataset}", f"output={run / 'checkpoints' / 'last.pt'}"))
+    for png in ("summary.png", "eval.png"):
+        with pytest.raises(ValueError, match=f"is the {png[:-4]}.json of the run in {run}, which this would replace"):
+            plot_runs([run], run / png)
+    assert (run / "summary.json").read_text() == "{}" and (run / "eval.json").read_text() == "{}"
+    locked = tmp_path / "locked"
+    _read_only(locked)
+    try:
+        for config_name, overrides in [("evaluate", [f"checkpoint={run}", f"output={locked / 'e.json'}"]),
+                                       ("collect_demos", [f"output={locked / 'sub' / 'd.npz'}"]),
+                                       ("pretrain_bc", [f"dataset={dataset}", f"output={locked / 'bc.pt'}"]),
+                                       ("evaluate", [f"checkpoint={run}", "video=1", f"video_dir={locked / 'v'}"])]:
+            validator = {"evaluate": validate_eval, "collect_demos": validate_collect, "pretrain_bc": validate_pretrain}
+            with pytest.raises(ConfigError, match=f"{locked} cannot be written"):
+                validator[config_name](compose(config_name, *overrides))
+    finally:
+        if os.geteuid() == 0:
+            subprocess.run(["umount", str(locked)], check=True)

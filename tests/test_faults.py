@@ -488,3 +488,73 @@ def test_a_trainer_that_fails_while_it_is_built_closes_what_it_started(tmp_path,
     with pytest.raises(FileNotFoundError, match="none.pt"):
         Trainer(replace(small_config(), init_from=str(tmp_path / "none.pt")), tmp_path / "run")
     assert len({id(env) for env in closed}) == 2  # the training env and the evaluation env
+
+
+class FailsAt(Hook):
+    """A user's hook with a bug: its `after_iteration` raises at iteration `at`."""
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+
+    def after_iteration(self, trainer, record):
+        if record.iteration == self.at:
+            raise RuntimeError("metrics server unreachable")
+
+
+def test_an_unexpected_error_in_a_hook_saves_the_last_iteration_and_says_what_it_was(tmp_path, caplog):
+    """Not only the errors the trainer knows (a broken env, a full disk): any exception inside the
+    loop rolls back to the last completed iteration, saves it and writes the summary."""
+    cfg = small_config(iterations=20, checkpoint_every=1000)
+    with caplog.at_level("ERROR", logger="grpo_robot.trainer"):
+        summary = Trainer(cfg, tmp_path, hooks=[FailsAt(5)]).run()
+    assert summary["stopped"] == "error" and summary["iterations"] == 4
+    assert summary["error"] == "RuntimeError: metrics server unreachable"
+    assert json.loads((tmp_path / "summary.json").read_text())["iterations"] == 4
+    assert state(tmp_path / "checkpoints" / "last.pt")["iteration"] == 4
+    assert "metrics server unreachable" in caplog.text and "Traceback" in caplog.text  # the traceback, in the log
+
+
+def raising_hook() -> Hook:
+    """A `hooks=[module:factory]` whose factory fails (its service is down)."""
+    raise RuntimeError("no metrics server")
+
+
+def test_a_hook_whose_factory_raises_is_refused_in_one_line_with_no_directory_left(tmp_path):
+    run_dir = tmp_path / "run"
+    out = run_main("train", *TINY, "iterations=2", "hooks=[test_faults:raising_hook]",
+                   f"hydra.run.dir={rundir.override_value(run_dir)}")  # fmt: skip
+    assert out.code == 2 and out.error_lines == [
+        "error: hooks=['test_faults:raising_hook']: test_faults:raising_hook() raised RuntimeError: no metrics server"
+    ], out.stderr
+    assert not run_dir.exists()
+
+
+def test_a_signal_during_collection_or_evaluation_ends_it_in_one_line(tmp_path):
+    """collect_demos.py and evaluate.py ended on Ctrl-C with a 50-line traceback out of the physics
+    (and SIGTERM without a word); each now says what stopped it, as training does."""
+    cfg = compose_train_config(*GYM_TINY, "env.entry_point=toy_envs:MarksItsWork", "iterations=1")
+    Trainer(cfg, tmp_path / "run").run()
+    toy = ["env=gym", "env.entry_point=toy_envs:MarksItsWork", "env.horizon=10"]
+    commands = {
+        "collect_demos": [*toy, "demos.expert=toy_envs:point_expert", "demos.episodes=10000",
+                          f"output={tmp_path / 'd.npz'}"],
+        "evaluate": [f"checkpoint={tmp_path / 'run'}", "n_seeds=1000000", f"output={tmp_path / 'e.json'}"],
+    }  # fmt: skip
+    procs = {}
+    for (name, args), signum in zip(commands.items(), (signal.SIGINT, signal.SIGTERM), strict=True):
+        env = {**os.environ, "TOY_WORKING": str(tmp_path / f"{name}.working"),
+               "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}  # fmt: skip
+        proc = subprocess.Popen([sys.executable, str(ROOT / "scripts" / f"{name}.py"), *args], cwd=tmp_path, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        procs[name] = proc, signum
+    for name, (proc, signum) in procs.items():
+        wait_for(tmp_path / f"{name}.working", proc)
+        proc.send_signal(signum)
+    for name, (proc, signum) in procs.items():
+        _, err = proc.communicate(timeout=60)
+        lines = [line for line in err.splitlines() if line.strip() and "Warning" not in line]
+        doing = "while collecting" if name == "collect_demos" else "during the evaluation"
+        assert proc.returncode == 128 + signum and lines == [
+            f"error: stopped by {signum.name} {doing}; nothing written"
+        ], (name, proc.returncode, err[-2000:])
+    assert not (tmp_path / "d.npz").exists() and not (tmp_path / "e.json").exists()

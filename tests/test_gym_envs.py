@@ -553,3 +553,20 @@ def test_a_gymnasium_run_resumes_with_another_vector_backend_or_step_timeout(tmp
     assert (env["vector"], env["step_timeout_s"], env["entry_point"]) == ("async", 60.0, "toy_envs:PointReach")
     out = run_main("train", f"resume={run}", "iterations=3", "env.horizon=20")  # what is trained: refused
     assert out.code == 2 and "env.horizon" in out.error_lines[0], out.error_lines
+
+
+def test_a_success_fn_that_returns_no_flag_is_refused_and_a_later_odd_terminated_fails_its_world_only():
+    """A success_fn returning any object (here the info dict) counted every episode a success; a
+    `terminated` that became an array took the whole run down (outside the env's error handling)."""
+    with pytest.raises(ValueError, match=r"env.success_fn's value is a dict, not a success flag \(a bool or a number"):
+        GymGroupEnv(toy(success_fn="toy_envs:success_as_info"), 2)
+    env = GymGroupEnv(toy("ArrayTerminatedLater", kwargs={"at": 3}), 2)
+    try:
+        env.reset([1, 1])
+        for _ in range(2):
+            env.step(np.zeros((2, 2)))
+        assert not env.failed.any()
+        with pytest.raises(EnvFailure, match=r"every one of the 2 worlds failed.*terminated holds 2 values, not one"):
+            env.step(np.zeros((2, 2)))  # the worlds fail as in any other error of the env's step
+    finally:
+        env.close()

@@ -174,3 +174,13 @@ def test_presets_label_their_lines_and_evaluation_modes_or_duplicates_are_not_po
     trained = tmp_path / "trained"
     Trainer(small_config(iterations=1, eval_every=1, eval_seeds=4), trained / "job").run()
     assert len(find_runs([trained, trained / "job", trained / "job"])) == 1
+
+
+def test_a_runs_broken_config_is_named_in_one_line(runs, tmp_path):
+    import shutil
+
+    root, _ = runs
+    shutil.copytree(root / "grpo0", tmp_path / "run")
+    (tmp_path / "run" / "resolved_config.yaml").write_text("algo: [unclosed\n")
+    with pytest.raises(ValueError, match=r"resolved_config.yaml cannot be read \(ParserError: while parsing"):
+        plot_runs([tmp_path / "run"], tmp_path / "out.png")

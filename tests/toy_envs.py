@@ -653,6 +653,34 @@ class StringSuccess(PointReach):
         return obs, reward, terminated, truncated, {**info, "is_success": str(info["is_success"])}
 
 
+class ArrayTerminatedLater(PointReach):
+    """From step `at` of an episode on, `terminated` is a 2-element array, not one truth value."""
+
+    def __init__(self, at: int = 5, **kwargs):
+        super().__init__(**kwargs)
+        self.at = at
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        return obs, reward, np.array([terminated, False]) if self.t >= self.at else terminated, truncated, info
+
+
+class MarksItsWork(PointReach):
+    """Creates the file `$TOY_WORKING` at its first step: a test's sign that the command is past
+    its start-up and at work (a signal sent then lands in the work)."""
+
+    def step(self, action):
+        mark = os.environ.get("TOY_WORKING")
+        if mark and not os.path.exists(mark):
+            open(mark, "w").close()
+        return super().step(action)
+
+
+def success_as_info(obs, info):
+    """An `env.success_fn` with a bug: it returns the info dict, which bool() reads as True."""
+    return info
+
+
 class ImageObs(PointReach):
     """Observes a Dict: the state, and an 8x8 RGB uint8 image of nothing."""
 

@@ -90,8 +90,13 @@ def report(runs: Sequence[Path], target: float, skipped: Callable[[str], None]) 
         if isinstance(run, str):
             skipped(run)
             continue
-        summary = json.loads((run / "summary.json").read_text())
-        yield run_row(run, summary, target)
+        try:
+            summary = json.loads((run / "summary.json").read_text())
+            line = run_row(run, summary, target)
+        except (OSError, ValueError, KeyError, TypeError, yaml.YAMLError) as err:  # a file cut short or edited
+            skipped(f"skipped {run}: its files cannot be read ({type(err).__name__}: {str(err).splitlines()[0]})")
+            continue
+        yield line
         if "machine" in summary:
             machines.add(one_line(summary["machine"]))
     for m in sorted(machines):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -640,7 +641,7 @@ def validate_eval(cfg: EvalConfig, train_cfg: TrainConfig | None = None) -> None
            "must be null (the run's env.outcome), any_step or final_step")  # fmt: skip
     _check(cfg.decode is None or cfg.deterministic, "decode", cfg.decode,
            "applies to the deterministic action only (deterministic=true); a sampled one draws bins")  # fmt: skip
-    _check_output_file(cfg.output, "the JSON file's")
+    _check_output_file(cfg.output, "the JSON file's", checkpoints_too=True)
     if cfg.video:
         _check_output_folder(cfg.video_dir, "video_dir")
     if train_cfg is not None:
@@ -683,14 +684,43 @@ def validate_video(render: RenderConfig, key: str, value: int, env: EnvConfig | 
         raise ConfigError(f"{key}={value!r} cannot be done: {err}") from None
 
 
-def _check_output_file(output: str | None, what: str, key: str = "output") -> None:
-    """`output=`, written after the work: a folder there, or a file where one of its folders
-    would be, would lose it, so it is refused first."""
+# a run directory's own records (grpo_robot/trainer.py, bc.py): an output of another command never replaces one
+RUN_RECORDS = ("summary.json", "eval.json", "resolved_config.yaml", "bc.json", "bc.pt", "demos.json", "demos.npz")
+
+
+def run_record(path: Path, checkpoints_too: bool = False) -> str | None:
+    """What the existing file `path` is, where writing over it would lose a run's record: a file of
+    RUN_RECORDS in a run directory, a checkpoint in a run's `checkpoints/`, and with
+    `checkpoints_too` any `.pt` file. None for anything else (or no file)."""
+    if not path.is_file():
+        return None
+    folder = path.resolve().parent
+    if path.suffix == ".pt" and (checkpoints_too or folder.name == "checkpoints"):
+        return "a checkpoint"
+    if path.name in RUN_RECORDS and ((folder / "checkpoints").is_dir() or (folder / ".hydra").is_dir()):
+        return f"the {path.name} of the run in {folder}"
+    return None
+
+
+def _check_output_file(output: str | None, what: str, key: str = "output", checkpoints_too: bool = False) -> None:
+    """`output=`, written after the work: a folder there, a file where one of its folders would
+    be, a place that cannot be written, or a run's record or checkpoint there would lose the
+    work or the record, so it is refused first."""
     if not output:
         return
     path = Path(str(output))
     _check(not path.is_dir(), key, output, f"it is a directory; give {what} file path")
     _check_no_file_above(path, key)
+    record = run_record(path, checkpoints_too)
+    _check(record is None, key, output, f"it is {record}, which this would replace; give another path")
+    _check_writable(path, key)
+
+
+def _check_writable(path: Path, key: str) -> None:
+    """The file `path` (or the folder it would be made in) can be written: checked before the work."""
+    folder = next((p for p in (path, *path.parents) if p.exists()), Path("."))
+    _check(os.access(folder, os.W_OK), key, str(path),
+           f"{folder} cannot be written (a read-only file system or no permission)")  # fmt: skip
 
 
 def _check_no_file_above(path: Path, key: str) -> None:
@@ -705,6 +735,7 @@ def _check_output_folder(folder: str | None, key: str) -> None:
         path = Path(str(folder))
         _check(not (path.exists() and not path.is_dir()), key, folder, "it is a file; give a folder")
         _check_no_file_above(path, key)
+        _check_writable(path, key)
 
 
 def validate_collect(cfg: CollectDemosConfig) -> EnvConfig:
