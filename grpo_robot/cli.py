@@ -16,7 +16,7 @@ from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from grpo_robot import rundir
 from grpo_robot.config import (
@@ -201,14 +201,27 @@ def _evaluate(cfg: DictConfig) -> None:
     from grpo_robot.gym_vector import EnvFailure
     from grpo_robot.signals import Interrupted, SignalGuard
 
+    film_env = None
+    if cfg.video:  # built, and rendering a frame, before the evaluation: an env that cannot film is refused first
+        from grpo_robot import video
+
+        try:
+            filmed = train_cfg if not cfg.video_kwargs else dataclasses.replace(train_cfg, env=dataclasses.replace(
+                train_cfg.env, kwargs={**train_cfg.env.kwargs, **OmegaConf.to_container(cfg.video_kwargs)}))
+            film_env = video.make_video_env(filmed, cfg.video)
+        except (ValueError, RuntimeError) as err:
+            env.close()
+            _fail(str(err))
     try:
         with SignalGuard() as guard, guard.abandonable():  # Ctrl-C or SIGTERM: one line, not a traceback
             result = evaluate(env, policy, eval_seeds(cfg.n_seeds, cfg.seeds), device, cfg.deterministic,
                               stream_seed(cfg.seed, 0, STREAM_EVAL), train_cfg.env.outcome == "final_step")  # fmt: skip
-    except EnvFailure as err:  # every world of a chunk failed: nothing to score
-        _fail(str(err), code=1)
-    except Interrupted as stop:
-        _fail(f"stopped by {stop} during the evaluation; nothing written", code=128 + stop.signum)
+    except (EnvFailure, Interrupted) as err:
+        if film_env is not None:
+            film_env.close()
+        if isinstance(err, Interrupted):
+            _fail(f"stopped by {err} during the evaluation; nothing written", code=128 + err.signum)
+        _fail(str(err), code=1)  # every world of a chunk failed: nothing to score
     finally:
         env.close()
     mode, output, folder = eval_outputs(cfg, path)
@@ -240,7 +253,7 @@ def _evaluate(cfg: DictConfig) -> None:
             from grpo_robot.rundir import fresh_file
 
             folder = fresh_file(folder)
-        _film(cfg, train_cfg, policy, result, device, folder)
+        _film(cfg, train_cfg, policy, result, device, folder, film_env)
 
 
 OUTCOME_WORDS = {"any_step": "at any step", "final_step": "at the final step"}  # env.outcome, for the console
@@ -325,8 +338,9 @@ def eval_outputs(cfg, path: Path) -> tuple[str, Path, Path]:
     return mode, output, Path(cfg.video_dir) if cfg.video_dir else path.with_name(videos)
 
 
-def _film(cfg: DictConfig, train_cfg, policy, result, device, folder: Path) -> None:
-    """`video=N`: N of the evaluated seeds (successes and failures) played again and filmed."""
+def _film(cfg: DictConfig, train_cfg, policy, result, device, folder: Path, env) -> None:
+    """`video=N`: N of the evaluated seeds (successes and failures) played again and filmed, in
+    `env` (made by `video.make_video_env` before the evaluation; closed here)."""
     from grpo_robot import video
     from grpo_robot.checkpoint import WriteError
     from grpo_robot.gym_vector import EnvFailure
@@ -335,12 +349,9 @@ def _film(cfg: DictConfig, train_cfg, policy, result, device, folder: Path) -> N
     if train_cfg.env.group_start == "clone":
         print(f"warning: videos: {video.NEW_EPISODES}", file=sys.stderr)
     if not len(seeds):
+        env.close()
         print(f"videos: no {cfg.video_outcomes} among the {len(result.seeds)} evaluated episodes to film")
         return
-    try:
-        env = video.make_video_env(train_cfg, len(seeds))
-    except (ValueError, RuntimeError) as err:
-        _fail(str(err), code=1)
     try:
         episodes, paths, _ = video.film_evaluated(env, policy, result, seeds, device, cfg.render, folder,
                                                  cfg.deterministic, train_cfg.env.outcome == "final_step")  # fmt: skip
@@ -357,7 +368,7 @@ def _film(cfg: DictConfig, train_cfg, policy, result, device, folder: Path) -> N
 
 
 def _collect_demos(cfg: DictConfig) -> None:
-    from grpo_robot.config import env_name
+    from grpo_robot.config import env_name, file_stem
     from grpo_robot.config.validate import validate_collect
     from grpo_robot.demos import collect_demos, collect_expert_demos
 
@@ -390,7 +401,7 @@ def _collect_demos(cfg: DictConfig) -> None:
         _fail(str(err))
     except Interrupted as stop:
         _fail(f"stopped by {stop} while collecting; nothing written", code=128 + stop.signum)
-    name = env_name(env_cfg).replace("/", "_").replace(":", "_")
+    name = file_stem(env_name(env_cfg))
     # a default name never replaces an earlier dataset (another noise or seed, which the name leaves out)
     output = Path(cfg.output) if cfg.output else rundir.fresh_file(f"demos/{name}_{d.episodes}.npz")
     from grpo_robot.checkpoint import WriteError, write_text_atomic

@@ -78,7 +78,9 @@ def make_eval_env(cfg: TrainConfig, n_seeds: int, train_env: GroupEnv | None = N
 
 
 # -- what an env is: recorded with datasets and checkpoints, and compared before they are used --
-IGNORED_KWARGS = ("render_mode",)  # kwargs that change how an env is watched, not what it is
+# kwargs that change how an env is watched, not what it is (Gymnasium's MuJoCo envs, robosuite's wrapper)
+IGNORED_KWARGS = ("render_mode", "render_camera", "render_width", "render_height", "camera_id", "camera_name",
+                  "default_camera_config", "visual_options")  # fmt: skip
 
 
 def env_identity(cfg: EnvConfig | dict, env: GroupEnv | None = None) -> dict[str, Any]:

@@ -57,7 +57,9 @@ def probe(backend: str, timeout: float = 60.0) -> str | None:
     """Render one frame with `MUJOCO_GL=backend` in a child process: None when it works, else the
     reason (the child's last error line)."""
     env = dict(os.environ, MUJOCO_GL=backend)
-    env.pop("PYOPENGL_PLATFORM", None)
+    env.pop("PYOPENGL_PLATFORM", None)  # mujoco refuses a PYOPENGL_PLATFORM other than its backend's
+    if backend in HEADLESS:
+        env["PYOPENGL_PLATFORM"] = backend
     try:
         done = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True,
                               timeout=timeout)  # fmt: skip
@@ -76,19 +78,22 @@ def probe(backend: str, timeout: float = 60.0) -> str | None:
 
 def gl_backend() -> str:
     """The OpenGL platform frames are rendered with: `MUJOCO_GL` when set (checked once), else the
-    first of EGL, OSMesa that renders here. Sets `MUJOCO_GL` (and `PYOPENGL_PLATFORM`) so that this
+    first of EGL, OSMesa that renders here, the one `PYOPENGL_PLATFORM` names first when it names
+    one. Sets `MUJOCO_GL` and `PYOPENGL_PLATFORM` (which mujoco requires to agree) so that this
     process's renderers and every process it starts use the same one. `RenderError` when none works."""
     global _chosen
     if _chosen is not None:
         return _chosen
     requested = os.environ.get("MUJOCO_GL", "").strip().lower()
+    platform = os.environ.get("PYOPENGL_PLATFORM", "").strip().lower()
+    candidates = sorted(CANDIDATES, key=lambda backend: backend != platform)  # a headless image's own first
     tried = {}
-    for backend in [requested] if requested else CANDIDATES:
+    for backend in [requested] if requested else candidates:
         reason = probe(backend)
         if reason is None:
             os.environ["MUJOCO_GL"] = backend
             if backend in HEADLESS:
-                os.environ.setdefault("PYOPENGL_PLATFORM", backend)
+                os.environ["PYOPENGL_PLATFORM"] = backend
                 _use_in_mujoco(backend)
             _chosen = backend
             return backend
@@ -226,13 +231,39 @@ def _font(size: int):
         return ImageFont.load_default()
 
 
+def _fit(draw, text: str, font, room: float, keep_start: bool = False) -> str:
+    """`text`, cut with "..." where it is wider than `room` pixels: at its start (its end, the
+    seed, stays), or with `keep_start` at its end."""
+    if draw.textlength(text, font=font) <= room:
+        return text
+    while len(text) > 1 and draw.textlength(f"{text}..." if keep_start else f"...{text}", font=font) > room:
+        text = text[:-1] if keep_start else text[1:]
+    return f"{text}..." if keep_start else f"...{text}"
+
+
+def label_layout(top: str, steps: list[str] | None, bottom: str, width: int, height: int) -> tuple[int, str, str]:
+    """(font size, top text, bottom text) for `label` on `width` x `height` frames: the size grows
+    with the height, and shrinks (to 8 px) until the top text and the widest step text fit side
+    by side; what still does not fit is cut (the top text's start, the bottom text's end)."""
+    from PIL import Image, ImageDraw
+
+    measure = ImageDraw.Draw(Image.new("RGB", (1, 1)))
+    widest = max(steps, key=len) if steps else ""
+    size = max(11, height // 16)
+    while size > 8 and measure.textlength(f"{top}    {widest}", font=_font(size)) > width - 8:
+        size -= 1
+    font = _font(size)
+    room = width - 8 - (measure.textlength(f"  {widest}", font=font) if steps else 0)
+    return size, _fit(measure, top, font, room), _fit(measure, bottom, font, width - 8, keep_start=True)
+
+
 def label(frames: np.ndarray, top: str, steps: list[str] | None, bottom: str, ok: bool) -> np.ndarray:
     """`frames [T, H, W, 3]` uint8 with `top` (and `steps[t]`) in a dark bar at the top and `bottom`
     in a green (`ok`) or red bar at the bottom; a new array."""
     from PIL import Image, ImageDraw
 
     _, height, width, _ = frames.shape
-    size = max(11, height // 16)
+    size, top, bottom = label_layout(top, steps, bottom, width, height)
     font, bar = _font(size), size + 6
     out = np.empty_like(frames)
     for t, frame in enumerate(frames):

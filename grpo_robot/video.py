@@ -12,6 +12,7 @@ separate env of a few worlds, and the built-in tasks render from a copy of each 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -20,7 +21,7 @@ import numpy as np
 import torch
 
 from grpo_robot.checkpoint import write_bytes_atomic
-from grpo_robot.config import EnvConfig, RenderConfig, TrainConfig
+from grpo_robot.config import EnvConfig, RenderConfig, TrainConfig, file_stem
 from grpo_robot.environment import GroupEnv, make_env
 from grpo_robot.evaluation import EvalResult
 from grpo_robot.policies import Policy
@@ -77,7 +78,7 @@ class Clip:
         frames = self.frames
         while frames.shape[2] > max_width:
             frames = frames[:, ::2, ::2]
-        stride = -(-len(frames) // max_frames)
+        stride = max(-(-len(frames) // max_frames), gif_stride(self.fps))  # TensorBoard stores a GIF too
         return np.ascontiguousarray(frames[::stride]), self.fps / stride
 
 
@@ -239,11 +240,23 @@ def mp4_bytes(frames: np.ndarray, fps: float) -> bytes:
                        quality=7, pixelformat="yuv420p", macro_block_size=2)  # fmt: skip
 
 
+# browsers show a GIF frame delay under 20 ms (GIF counts hundredths) as 100 ms: faster clips play slow
+GIF_MAX_FPS = 50.0
+
+
+def gif_stride(fps: float) -> int:
+    """Every k-th frame of an `fps` clip keeps a GIF at most `GIF_MAX_FPS` (a 125 Hz env's: k = 3)."""
+    return max(1, math.ceil(fps / GIF_MAX_FPS - 1e-9))
+
+
 def gif_bytes(frames: np.ndarray, fps: float, hold_last_s: float = 1.0) -> bytes:
     """An endlessly looping GIF that rests `hold_last_s` on its last frame."""
     import imageio.v3 as iio
 
-    ms = 1000.0 / fps
+    stride = gif_stride(fps)
+    if stride > 1:  # every k-th frame (and the last), each shown k times as long: real time kept
+        frames = np.concatenate([frames[:-1:stride], frames[-1:]])
+    ms = 1000.0 * stride / fps
     durations = [ms] * (len(frames) - 1) + [ms + 1000.0 * hold_last_s]
     return iio.imwrite("<bytes>", frames, extension=".gif", plugin="pillow", duration=durations, loop=0)
 
@@ -271,7 +284,7 @@ def write(episodes: Sequence[Episode], folder: Path, fps: float, gif: bool = Fal
     paths = []
     for episode in episodes:
         frames = episode.labelled()
-        stem = f"{episode.env.replace('/', '_')}_seed{episode.seed}_{episode.outcome}"
+        stem = f"{file_stem(episode.env)}_seed{episode.seed}_{episode.outcome}"
         path = folder / f"{stem}.mp4"
         write_bytes_atomic(path, mp4_bytes(frames, fps))
         paths.append(path)

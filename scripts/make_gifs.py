@@ -17,7 +17,7 @@ from pathlib import Path
 import grpo_robot  # noqa: F401  (before torch: sets how long OpenMP threads spin)
 from grpo_robot import checkpoint, video
 from grpo_robot.checkpoint import write_bytes_atomic
-from grpo_robot.config import to_train_config
+from grpo_robot.config import env_name, file_stem, to_train_config
 from grpo_robot.environment import make_eval_env
 from grpo_robot.envs.scene import CAMERAS, OFFSCREEN
 from grpo_robot.evaluation import evaluate
@@ -50,7 +50,7 @@ def _seed_count(text: str) -> int:
 def _gif_name(out: Path, env: str, run: Path, written: set[Path]) -> Path:
     """`<out>/<env>.gif`; a later run of the same env in this call: `<env>_<its run directory's
     name>.gif`, then `-2`, `-3`, ... (no GIF of this call replaces another)."""
-    env = env.replace("/", "_")
+    env = file_stem(env)
     path = out / f"{env}.gif"
     if path not in written:
         return path
@@ -68,11 +68,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", type=Path, help="run directories (or checkpoint files)")
     parser.add_argument("--out", type=Path, default=Path("docs/media"))
-    parser.add_argument("--size", default="240x180", type=_size, help="WIDTHxHEIGHT in pixels, even")
-    parser.add_argument("--camera", default="front", choices=CAMERAS)
+    parser.add_argument("--size", type=_size, help="WIDTHxHEIGHT in pixels, even (built-in tasks; default 240x180)")
+    parser.add_argument("--camera", choices=CAMERAS, help="built-in tasks' camera (default front)")
     parser.add_argument("--seeds", type=_seed_count, default=20, help="held-out seeds to find a success among")
     args = parser.parse_args()
-    width, height = args.size
+    width, height = args.size or (240, 180)
     device = "cpu"
     loaded = []
     for run in args.runs:  # every checkpoint read before any GIF is made: a bad one is one line, first
@@ -82,6 +82,11 @@ def main() -> None:
             loaded.append((run, path, checkpoint.load(path, purpose="evaluate")))
         except (FileNotFoundError, ValueError) as err:
             parser.error(str(err))
+        env_cfg = to_train_config(loaded[-1][2]["config"]).env
+        given = [f"--{key}" for key in ("size", "camera") if getattr(args, key) is not None]
+        if given and not env_cfg.task:  # a Gymnasium env films with its own render(): they would do nothing
+            parser.error(f"{' and '.join(given)} apply to the built-in tasks; {path} is of {env_name(env_cfg)}, "
+                         "which films with its own render() (its camera and size are set through env.kwargs)")
     written: set[Path] = set()
     for run, path, ckpt in loaded:
         cfg = to_train_config(ckpt["config"])
@@ -95,7 +100,7 @@ def main() -> None:
             print(f"{path}: no success among {args.seeds} held-out seeds; no GIF")
             continue
         film = video.make_video_env(cfg, 1)
-        (episode,) = video.record(film, policy, seeds, device, args.camera, width, height,
+        (episode,) = video.record(film, policy, seeds, device, args.camera or "front", width, height,
                                   final_step_outcome=final_step)  # fmt: skip
         fps = video.env_fps(film)
         film.close()

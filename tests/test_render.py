@@ -56,6 +56,19 @@ def test_mujocos_own_renderer_takes_the_chosen_platform_after_mujoco_was_importe
     assert backend in render.CANDIDATES and float(mean) > 0
 
 
+@pytest.mark.parametrize("platform", ["osmesa", "egl"])
+def test_a_pyopengl_platform_set_without_mujoco_gl_is_the_one_tried_first_and_agrees_with_it(platform):
+    """Headless images often set PYOPENGL_PLATFORM alone: EGL passed the probe (which dropped it),
+    then mujoco refused the mismatch (`Cannot use EGL rendering platform ...`): no video at all."""
+    script = "import mujoco, sys\nfrom grpo_robot import render\nprint(render.gl_backend())\n" + render._PROBE
+    env = {k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "DISPLAY")}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                         env={**env, "PYOPENGL_PLATFORM": platform})  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    backend, mean = out.stdout.split()[-2:]
+    assert backend == platform and float(mean) > 0
+
+
 @pytest.mark.parametrize("camera", ["front", "top", "wrist"])
 def test_frames_are_not_blank_and_follow_the_state(camera):
     env = BatchedEnv("PushCube", 2, nthread=1)
@@ -501,8 +514,9 @@ def test_films_of_an_env_that_ignores_its_seed_say_they_are_new_episodes(tmp_pat
     out = run_main("evaluate", f"checkpoint={tmp_path / 'run'}", "n_seeds=4", "video=1", "render.width=640")
     assert out.code == 2 and out.error_lines[-1] == (
         "error: render.width=640 is invalid: applies to the built-in tasks' scene; env.entry_point="
-        "toy_envs:RendersGlobalRandom films what its own render() gives (its camera and size: set them through "
-        "env.kwargs where the env takes them)"), out.stderr  # fmt: skip
+        "toy_envs:RendersGlobalRandom films what its own render() gives (its camera and size are its own "
+        "arguments: video_kwargs.<name>=... in evaluate.py, env.kwargs.<name>=... in training)"
+    ), out.stderr  # fmt: skip
 
 
 def test_a_misspelled_mujoco_gl_is_one_line_before_mujoco_loads(monkeypatch):
@@ -519,3 +533,107 @@ def test_a_misspelled_mujoco_gl_is_one_line_before_mujoco_loads(monkeypatch):
     done = subprocess.run([sys.executable, script, "checkpoint=x.pt"], env={**os.environ, "MUJOCO_GL": "eglx"},
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert (done.returncode, done.stderr.strip()) == (2, f"error: {mujoco_gl_error()}")
+
+
+def test_evaluate_refuses_to_film_an_env_that_cannot_render_before_it_evaluates(tmp_path):
+    """The evaluation ran first (minutes on robosuite) and its JSON was written; only the filming then
+    found that the env takes no render_mode."""
+    from test_faults import GYM_TINY
+
+    from grpo_robot.cli import compose_train_config
+
+    Trainer(compose_train_config(*GYM_TINY, "env.entry_point=toy_envs:PointReach", "iterations=1"), tmp_path).run()
+    out = run_main("evaluate", f"checkpoint={tmp_path}", "n_seeds=4", "video=1", f"output={tmp_path / 'e.json'}")
+    assert out.code == 2 and out.error_lines == [
+        "error: env.entry_point=toy_envs:PointReach cannot render frames: it takes no render_mode argument, and "
+        "video needs render_mode='rgb_array'"
+    ], out.stderr
+    assert not (tmp_path / "e.json").exists()
+
+
+@pytest.mark.parametrize("width, height", [(320, 240), (480, 480), (640, 480), (160, 120)])
+def test_frame_labels_fit_the_frame_and_keep_the_seed(width, height):
+    """At Gymnasium's 480x480 and with a long env name the seed and the step counter were drawn
+    over each other; the file name kept a ':' from the entry point."""
+    from PIL import Image, ImageDraw
+
+    from grpo_robot.config import env_name, file_stem
+
+    name = env_name(EnvConfig(task=None, entry_point="my_package.environments:MyVeryLongCellEnv"))
+    steps = [f"step {t}/500" for t in range(501)]
+    size, top, bottom = render.label_layout(f"{name}  seed 1500000000", steps, "failure: no success in 500 steps",
+                                            width, height)  # fmt: skip
+    measure = ImageDraw.Draw(Image.new("RGB", (1, 1)))
+    font = render._font(size)
+    assert measure.textlength(f"{top}  {steps[-1]}", font=font) <= width - 8 and top.endswith("seed 1500000000")
+    assert measure.textlength(bottom, font=font) <= width - 8 and bottom.startswith("failure")
+    assert 8 <= size <= max(11, height // 16)
+    assert file_stem(name) == "my_package.environments_MyVeryLongCellEnv"
+    robosuite = EnvConfig(task=None, entry_point="grpo_robot.envs.robosuite_env:RobosuiteEnv",
+                          kwargs={"env_name": "Stack"})  # fmt: skip
+    assert env_name(robosuite) == "robosuite:Stack" and file_stem(env_name(robosuite)) == "robosuite_Stack"
+
+
+@pytest.mark.parametrize("fps", [25.0, 125.0, 500.0])
+def test_a_gif_of_a_fast_env_keeps_real_time_with_delays_browsers_honour(fps):
+    """A 125 Hz env's GIF stored 0 cs per frame, which browsers play as 10 cs: 10x too slow."""
+    from PIL import Image
+
+    frames = np.zeros((251, 8, 8, 3), np.uint8)
+    frames[:, 0, 0, 0] = np.arange(251) % 256  # every frame differs, so none is merged
+    gif = Image.open(__import__("io").BytesIO(video.gif_bytes(frames, fps, hold_last_s=0.0)))
+    delays = []
+    for k in range(gif.n_frames):
+        gif.seek(k)
+        delays.append(gif.info["duration"])
+    assert min(delays) >= 20 and abs(sum(delays) - 1000 * 250 / fps) <= 10 * len(delays), (fps, delays[:3])
+    clip = video.Clip("t", frames, fps, [])
+    small, small_fps = clip.small(max_frames=1000)
+    assert small_fps <= video.GIF_MAX_FPS and abs(len(small) / small_fps - len(frames) / fps) < 3 / small_fps
+
+
+def test_make_gifs_refuses_size_and_camera_for_an_env_that_films_with_its_own_render(tmp_path, monkeypatch, capsys):
+    import importlib.util
+
+    from test_faults import GYM_TINY
+
+    from grpo_robot.cli import compose_train_config
+
+    Trainer(compose_train_config(*GYM_TINY, "env.entry_point=toy_envs:PointReach", "iterations=1"), tmp_path).run()
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("make_gifs", root / "scripts" / "make_gifs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(sys, "argv", ["make_gifs.py", str(tmp_path), "--size", "120x90", "--camera", "top",
+                                      "--out", str(tmp_path / "gifs")])  # fmt: skip
+    with pytest.raises(SystemExit) as exit_:
+        module.main()
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert exit_.value.code == 2 and lines[-1].endswith(
+        "--size and --camera apply to the built-in tasks; "
+        f"{tmp_path / 'checkpoints' / 'best.pt'} is of toy_envs:PointReach, which films with its own render() "
+        "(its camera and size are set through env.kwargs)"), lines  # fmt: skip
+    assert not (tmp_path / "gifs").exists()
+
+
+def test_a_gymnasium_envs_viewing_arguments_are_set_at_evaluation_and_never_part_of_its_identity(tmp_path):
+    """evaluate.py could not choose a Gymnasium env's camera or frame size (it has no env key, and
+    render.* applies to the built-in scene), and setting them in training made the clone's
+    checkpoint refuse the run (`they differ in kwargs.render_camera`)."""
+    from test_faults import GYM_TINY
+
+    from grpo_robot.cli import compose_train_config
+    from grpo_robot.environment import env_identity
+
+    cfg = compose_train_config(*GYM_TINY, "env.entry_point=toy_envs:Renders", "iterations=1")
+    Trainer(cfg, tmp_path / "run").run()
+    out = run_main("evaluate", f"checkpoint={tmp_path / 'run'}", "n_seeds=2", "video=1", "video_kwargs.render_width=48",
+                   f"video_dir={tmp_path / 'films'}")  # fmt: skip
+    assert out.code == 0, out.stderr
+    (film,) = (tmp_path / "films").glob("*.mp4")
+    height, width = iio.imread(film, index=0).shape[:2]
+    assert width == 3 * height  # the env's 16 x 48 frame (scaled up for its labels); 16 x 16 without the argument
+    out = run_main("evaluate", f"checkpoint={tmp_path / 'run'}", "n_seeds=2", "video_kwargs.render_width=48")
+    assert out.code == 2 and "video_kwargs={'render_width': 48} is invalid: applies to the videos" in out.stderr
+    seen = EnvConfig(task=None, entry_point="x:Y", kwargs={"render_camera": "agentview", "camera_name": "top"})
+    assert env_identity(seen) == env_identity(EnvConfig(task=None, entry_point="x:Y"))

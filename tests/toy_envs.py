@@ -566,14 +566,14 @@ class EvalSeedsNaN(PointReach):
 
 
 class Renders(PointReach):
-    """Renders a 16x16 frame, for `frames` calls of `render` per instance (None: always); after
+    """Renders a 16 x `render_width` frame, for `frames` calls of `render` per instance (None: always); after
     them `render` raises, as a lost GL context would. `frames=0`: `render` returns None."""
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 25}
 
-    def __init__(self, render_mode=None, frames: int | None = None, **kwargs):
+    def __init__(self, render_mode=None, frames: int | None = None, render_width: int = 16, **kwargs):
         super().__init__(**kwargs)
-        self.render_mode, self.frames, self.rendered = render_mode, frames, 0
+        self.render_mode, self.frames, self.rendered, self.render_width = render_mode, frames, 0, render_width
 
     def render(self):
         if self.frames == 0:
@@ -581,7 +581,7 @@ class Renders(PointReach):
         self.rendered += 1
         if self.frames is not None and self.rendered > self.frames:
             raise RuntimeError("GL context lost")
-        frame = np.zeros((16, 16, 3), np.uint8)
+        frame = np.zeros((16, self.render_width, 3), np.uint8)
         frame[..., 0] = int(255 * min(abs(self.pos[0]), 1.0))
         return frame
 

@@ -9,6 +9,7 @@ field generically.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,10 +77,22 @@ class EnvConfig:
 ENV_KEY_ALIASES = {"import": "imports"}  # config spelling -> field name (`import` is a Python keyword)
 
 
+ROBOSUITE_ENTRY_POINT = "grpo_robot.envs.robosuite_env:RobosuiteEnv"
+
+
 def env_name(env: EnvConfig | DictConfig | dict) -> str:
-    """What the env is called: the built-in task, the Gymnasium id or the entry point."""
+    """What the env is called: the built-in task, the Gymnasium id or the entry point; for the
+    robosuite wrapper its task (`robosuite:Lift`), which tells Lift, Stack and Door apart."""
     get = env.get if isinstance(env, dict | DictConfig) else lambda k, d=None: getattr(env, k, d)
+    if get("entry_point") == ROBOSUITE_ENTRY_POINT and not get("task") and not get("id"):
+        return f"robosuite:{(get('kwargs') or {}).get('env_name') or 'Lift'}"
     return get("task") or get("id") or get("entry_point") or "?"
+
+
+def file_stem(name: str) -> str:
+    """`name` (an env's, say) as part of a file name: path separators, `:` and other characters
+    that some file systems or shells take apart become `_`."""
+    return re.sub(r"[^A-Za-z0-9._=+-]", "_", name)
 
 
 def env_source(env: EnvConfig) -> str:
@@ -400,7 +413,8 @@ class BCConfig:
     # as the RMS of the clone's held-out error per dimension; or a tokenized policy's learned
     # temperature (else it stays at policy.temperature)
     learn_std: bool = False
-    token_sigma: float = 8.0  # tokenized: targets are a Gaussian this many bins wide around the action; 0 = one-hot
+    # tokenized: targets are the bins of clip(action + a Gaussian this many bins wide); 0 = one-hot
+    token_sigma: float = 8.0
     labels: str = choice("expert", "executed")  # expert: the expert's clean actions | executed: the noisy actions taken
     # split, shuffling and initial weights; null: the run's `seed` (train.py), 0 (pretrain_bc.py)
     seed: int | None = None
@@ -535,7 +549,10 @@ class EvalConfig:
     video: int = 0
     video_outcomes: str = choice("both", "successes", "failures")  # which evaluated episodes to film
     video_dir: str | None = None  # where the videos go; null = <checkpoint stem>_videos next to the checkpoint
-    render: RenderConfig = field(default_factory=RenderConfig)
+    render: RenderConfig = field(default_factory=RenderConfig)  # the built-in tasks' camera and frame size
+    # a Gymnasium env's own viewing arguments, added to its env.kwargs for the videos only (robosuite:
+    # render_camera, render_width, render_height; Gymnasium's MuJoCo envs: width, height, camera_name)
+    video_kwargs: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

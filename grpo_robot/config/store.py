@@ -114,7 +114,7 @@ def bool_override_error(overrides: list[str], root: type = TrainConfig) -> str |
 
 
 # keys whose value is a free dict (constructor arguments), into which an override may add keys
-FREE_DICTS = ("env.kwargs", "algo.options", "policy.options")
+FREE_DICTS = ("env.kwargs", "algo.options", "policy.options", "video_kwargs")
 
 
 def free_dict_overrides(overrides: list[str]) -> list[str]:

@@ -650,6 +650,11 @@ def validate_eval(cfg: EvalConfig, train_cfg: TrainConfig | None = None) -> None
         check_memory(train_cfg, eval_seeds=cfg.n_seeds, eval_key="n_seeds", train=False)
     if cfg.video:
         validate_video(cfg.render, "video", cfg.video, None if train_cfg is None else train_cfg.env)
+    if cfg.video_kwargs:
+        _check(cfg.video > 0, "video_kwargs", dict(cfg.video_kwargs), "applies to the videos; set video=N as well")
+        _check(train_cfg is None or not train_cfg.env.task, "video_kwargs", dict(cfg.video_kwargs),
+               "applies to a Gymnasium env's videos; a built-in task's are set by render.camera, render.width "
+               "and render.height")  # fmt: skip
     if train_cfg is None:  # every job of a sweep (-m checkpoint=a,b) before the first starts
         path = Path(cfg.checkpoint)
         found = path / "checkpoints" / "last.pt" if path.is_dir() else path
@@ -671,7 +676,8 @@ def validate_video(render: RenderConfig, key: str, value: int, env: EnvConfig | 
         for name in ("camera", "width", "height"):
             _check(getattr(render, name) == getattr(default, name), f"render.{name}", getattr(render, name),
                    f"applies to the built-in tasks' scene; {env_source(env)} films what its own render() gives "
-                   "(its camera and size: set them through env.kwargs where the env takes them)")  # fmt: skip
+                   "(its camera and size are its own arguments: video_kwargs.<name>=... in evaluate.py, "
+                   "env.kwargs.<name>=... in training)")  # fmt: skip
     if env is not None and env.task:
         from grpo_robot.envs.scene import OFFSCREEN
 
