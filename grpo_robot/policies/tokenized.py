@@ -29,18 +29,21 @@ def to_tokens(action: torch.Tensor, bins: int) -> torch.Tensor:
 
 
 def smoothed_targets(action: torch.Tensor, bins: int, sigma_bins: float) -> torch.Tensor:
-    """BC's target distribution over the bins, `[..., D, K]`, for actions `[..., D]`: the bin
-    probabilities of clip(a + N(0, s^2)) with s = `sigma_bins` bin widths, which is where a
-    Gaussian's draws around the action land once the env clips them. Each bin gets the normal
-    mass between its edges and the two end bins also the tails past +-1, so an action at a bound
-    (as a saturated expert's often is) keeps half its target on the end bin. A softmax of the
-    density at the bin centres would cut the Gaussian off at the bound instead: its mean for an
-    action of 1.0 lies about 0.8 s inside, and a clone that learns it undershoots there."""
+    """BC's target distribution over the bins, `[..., D, K]`, for actions `[..., D]`, with
+    s = `sigma_bins` bin widths. An action inside (-1, 1) gets the Gaussian's density at the bin
+    centres, normalized: its argmax is the action's own bin. An action at a bound is censored (the
+    expert's command was clipped there, as a saturated scripted expert's often is): it gets the bin
+    probabilities of clip(a + N(0, s^2)), the tail past the bound kept on the end bin, so the
+    target's mean is the clipped draws' (1 - 0.4 s at a = 1) where the density cut at the bound
+    put it 0.8 s inside, and a clone decoded by its mean undershot there."""
     a = action.clamp(-1.0, 1.0)[..., None]  # [..., D, 1]
-    inner = (-1.0 + 2.0 * torch.arange(1, bins, dtype=a.dtype, device=a.device) / bins)  # [K-1] edges
-    cdf = torch.special.ndtr((inner - a) / (sigma_bins * 2.0 / bins))  # [..., D, K-1]
-    zero, one = torch.zeros_like(a), torch.ones_like(a)
-    return torch.diff(torch.cat([zero, cdf, one], dim=-1), dim=-1).clamp_(min=0.0)
+    scale = sigma_bins * 2.0 / bins
+    centres = -1.0 + (2.0 * torch.arange(bins, dtype=a.dtype, device=a.device) + 1.0) / bins
+    inside = torch.softmax(-0.5 * ((centres - a) / scale) ** 2, dim=-1)
+    edges = centres[1:] - 1.0 / bins  # [K-1] inner bin edges
+    cdf = torch.special.ndtr((edges - a) / scale)
+    clipped = torch.diff(torch.cat([torch.zeros_like(a), cdf, torch.ones_like(a)], dim=-1), dim=-1).clamp_(min=0.0)
+    return torch.where(a.abs() >= 1.0, clipped, inside)
 
 
 def ordinal_logits(scores: torch.Tensor) -> torch.Tensor:
