@@ -135,8 +135,10 @@ def _train(cfg: DictConfig) -> float | None:
     finally:
         trainer.close()
     result = trainer.last_eval
+    resumed = summary["seconds_total"] > summary["seconds"]  # the counts are the run's: so are the seconds
+    here = f" ({summary['seconds']:.0f} s in this process)" if resumed else ""
     print(f"trained {summary['iterations']} iterations, {summary['env_steps']:,} env steps in "
-          f"{summary['seconds']:.0f} s{_stop_reason(summary['stopped'], trainer.cfg)}")  # fmt: skip
+          f"{summary['seconds_total']:.0f} s{here}{_stop_reason(summary['stopped'], trainer.cfg)}")  # fmt: skip
     if result is not None:
         print(f"eval on {len(result.success)} held-out seeds: {result.summary()}")
     print(f"run directory: {summary['run_dir']}")

@@ -236,6 +236,11 @@ class TensorBoard(Hook):
             self.writer = SummaryWriter(str(self.folder), purge_step=purge)
             for tag, value in again.items():
                 self.writer.add_scalar(tag, value, trainer.env_steps)
+            if not trainer.cfg.resume:  # the run's settings beside its curves (TensorBoard's Text tab)
+                from omegaconf import OmegaConf
+
+                text = OmegaConf.to_yaml(trainer.state()["config"])
+                self.writer.add_text("config", "    " + text.replace("\n", "\n    "), 0)  # a code block
 
     def on_log(self, trainer: Trainer, scalars: dict[str, float], step: int) -> None:
         if self.writer is None:
@@ -310,15 +315,21 @@ class WandB(Hook):
         import wandb
 
         run_dir = trainer.run_dir.resolve()
+        sweep = run_dir.parent.name if (run_dir.parent / "multirun.yaml").is_file() else None  # a -m job's folder
         try:
             self.run = wandb.init(
                 project=self.cfg.project, entity=self.cfg.entity, mode=self.cfg.mode, dir=str(run_dir),
-                name=run_dir.name, id=hashlib.sha1(str(run_dir).encode()).hexdigest()[:16], resume="allow",
-                config=trainer.state()["config"], settings=wandb.Settings(console="off", silent=True),
+                name=f"{sweep}/{run_dir.name}" if sweep else run_dir.name, group=self.cfg.group or sweep,
+                tags=list(self.cfg.tags) or None, id=hashlib.sha1(str(run_dir).encode()).hexdigest()[:16],
+                resume="allow", config=trainer.state()["config"], settings=wandb.Settings(console="off", silent=True),
             )  # fmt: skip
         except Exception as err:  # noqa: BLE001  (no login, no network, a bad project or entity)
             raise LoggerError(f"loggers=[...,wandb]: Weights & Biases could not start a run ({one_line(err)}); log in "
                               "(`wandb login`, or WANDB_API_KEY), or set wandb.mode=offline") from None
+        if trainer.cfg.resume and trainer.iteration > 0 and trainer.resumed_scalars:
+            # the checkpoint's iteration, as TensorBoard logs it again: W&B keeps a step it already has
+            # (steps only go forward) and takes one the ended process saved but did not log
+            self.run.log(dict(trainer.resumed_scalars), step=trainer.env_steps)
 
     def on_log(self, trainer: Trainer, scalars: dict[str, float], step: int) -> None:
         if self.run is None:
@@ -428,7 +439,7 @@ class ProgressBar(Hook):
         self.bar = tqdm(total=total, initial=trainer.iteration, disable=not self.enabled, unit="it", dynamic_ncols=True)
 
     def after_iteration(self, trainer: Trainer, record: IterationRecord) -> None:
-        postfix = {"success": f"{record.scalars['charts/train_success']:.2f}"}
+        postfix = {"success": f"{policy_success(record.scalars):.2f}"}  # every group drawn, as the curriculum reads it
         if trainer.last_eval is not None:
             postfix["eval"] = f"{trainer.last_eval.rate:.2f}"
         self.bar.set_postfix(postfix, refresh=False)

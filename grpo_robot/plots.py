@@ -38,6 +38,7 @@ class Run:
     seconds: np.ndarray  # the run's own seconds at each evaluation (grpo_robot.bench.curves.curve)
     success: np.ndarray  # eval success rate
     choices: dict = field(default_factory=dict)  # the presets it was composed from (algo=dapo), from .hydra/
+    given: frozenset = frozenset()  # the config keys its command line set (algo.lr=0.01), from .hydra/
 
 
 @dataclass
@@ -75,7 +76,7 @@ def find_runs(paths: Sequence[str | Path], tag: str = TAG) -> list[Run]:
                                  ) from err  # fmt: skip
             runs.append(Run(tb.parent, flatten(config), *(np.array(points[k], dtype=np.float64)
                                                             for k in ("env_steps", "seconds", "success")),
-                            _choices(tb.parent)))  # fmt: skip
+                            _choices(tb.parent), _given(tb.parent)))  # fmt: skip
     return runs
 
 
@@ -93,6 +94,20 @@ def _choices(run_dir: Path) -> dict[str, str]:
         return {}
     return {str(k): str(v) for k, v in (choices or {}).items() if "/" not in str(k) and not str(k).startswith("hydra")
             and not str(k).endswith("_schema")}  # fmt: skip
+
+
+def _given(run_dir: Path) -> frozenset:
+    """The config keys a run's command line set (`algo.lr=0.01` -> `algo.lr`), as Hydra recorded
+    them in `.hydra/overrides.yaml`; a preset choice (`algo=dapo`) is no key. Empty without it."""
+    import yaml
+
+    path = run_dir / ".hydra" / "overrides.yaml"
+    try:
+        overrides = yaml.safe_load(path.read_text()) if path.is_file() else []
+    except (OSError, yaml.YAMLError):
+        return frozenset()
+    keys = (str(o).partition("=")[0].lstrip("+~") for o in overrides or [])
+    return frozenset(k for k in keys if "." in k or k in ("seed", "iterations"))
 
 
 MEASURED_KEYS = ("eval_deterministic",)  # keys that change what an evaluation measures (mean action or samples)
@@ -121,7 +136,8 @@ def group(runs: list[Run], keys: Sequence[str] = LABEL_KEYS) -> list[Line]:
     differ between runs, then by any other key that changes what is trained or how it is evaluated
     and differs (a learning rate, a preset's epochs), so that runs of different settings are never
     pooled as seeds; the env name when none does. A key that the differing presets set alike on
-    all their runs is told by the preset's name, and left out of the label."""
+    all their runs is told by the preset's name, and left out of the label, unless a run's command
+    line set it (the preset's name would then hide that it was not the preset's value)."""
     def differs(k: str) -> bool:
         return len({str(r.config.get(k)) for r in runs}) > 1
 
@@ -136,7 +152,7 @@ def group(runs: list[Run], keys: Sequence[str] = LABEL_KEYS) -> list[Line]:
             values: dict[tuple, set[str]] = {}
             for r in runs:
                 values.setdefault(tuple(r.choices.get(g) for g in presets), set()).add(str(r.config.get(k)))
-            return all(len(v) == 1 for v in values.values())
+            return all(len(v) == 1 for v in values.values()) and not any(k in r.given for r in runs)
 
         varying = [k for k in varying if not told(k)]
     lines: dict[str, Line] = {}

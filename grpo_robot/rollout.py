@@ -493,12 +493,13 @@ class GroupSampler:
             return self.draw(policy, it), self.replay_metrics()
         low, high = self.keep_range
         n, kept = self.group_size, []
-        n_kept, successes, replayed = 0, 0.0, 0
+        n_kept, successes, replayed, mixed = 0, 0.0, 0, 0
         for round_ in range(self.max_rounds):
             batch = self.draw(policy, it, round_)
             successes += batch.success.sum().item()
             replayed += 0 if self.replay is None else self.replay.replayed
             rate = batch.success.view(-1, n).mean(1)
+            mixed += int(((rate > 0) & (rate < 1)).sum())
             keep = ((rate > low) & (rate < high)).nonzero()[:, 0][: self.n_groups - n_kept]
             traj = (keep[:, None] * n + torch.arange(n, device=keep.device)).flatten()
             kept.append(batch.select(traj))
@@ -507,7 +508,7 @@ class GroupSampler:
                 break
         drawn = (round_ + 1) * self.n_groups
         metrics = {"groups_drawn": drawn, "groups_kept": n_kept, "drawn_success": successes / (drawn * n),
-                   **self.replay_metrics()}  # fmt: skip
+                   "mixed_groups": mixed / drawn, **self.replay_metrics()}  # fmt: skip
         if self.replay is not None:  # the share of every round's draws, not the last round's alone
             metrics["charts/replayed_groups"] = replayed / drawn
         if n_kept == 0:

@@ -19,13 +19,16 @@ Metric names (TensorBoard, x-axis = env steps):
            episode_steps, success_steps, success_steps_max (control steps of the training rollouts:
            all, and the successful ones), mean_abs_advantage, failed_worlds, env_steps_per_s,
            learning_rate; with dynamic sampling also groups_drawn, groups_kept, drawn_success
-           (train_success is then over kept groups);
+           (train_success is then over kept groups; mixed_groups, and the progress bar's success,
+           over every group drawn);
            with algo.std_anneal also std_cap; with algo.curriculum also difficulty; with
            algo.start_replay also replayed_groups (share of the groups drawn from replayed seeds) and
            replay_starts (seeds held for replay);
            with a critic (algo=ppo) also explained_variance
   losses/  policy_loss, clip_fraction, approx_kl, kl_ref, entropy, grad_norm, skipped_fraction
-           (optimizer steps skipped for a non-finite loss or gradient); with a critic value_loss
+           (optimizer steps skipped for a non-finite loss or gradient); with a critic value_loss.
+           An iteration whose update took no step (no mixed group, and no KL or entropy term) logs
+           only entropy, grad_norm and skipped_fraction: a chart's line then bridges a gap
   time/    rollout_s, update_s; run_s with every logged step (the run's own seconds since training
            started, over all the processes of a resumed run: what plots and reports time runs by);
            with rollout.backend=ray also worker_wait_s (waiting beyond the fastest worker)
@@ -276,7 +279,6 @@ class Trainer:
         rundir.lock(self.run_dir, "run directory")
         for stale in (self.run_dir / "checkpoints").glob(".*.tmp"):  # a write cut short by SIGKILL
             stale.unlink(missing_ok=True)
-        self.start_time = time.perf_counter()
         try:
             for hook in self.hooks:  # a hook that refuses the run (hooks.Refused) finds nothing written yet
                 hook.on_begin(self)
@@ -287,6 +289,9 @@ class Trainer:
             if locked_here:
                 rundir.release(self.run_dir)
             raise
+        # the run's seconds start here, after the hooks' set-up (a W&B login, a filming env built and
+        # tried): runs with and without them are timed alike
+        self.start_time = time.perf_counter()
         remove_emergency = lifecycle.on_emergency(self._emergency)
         try:
             with SignalGuard() as self.guard:
@@ -395,8 +400,9 @@ class Trainer:
                f"python scripts/train.py {rundir.shell_override('resume', self.run_dir)}"  # fmt: skip
 
     def _write_summary(self, summary: dict[str, Any]) -> None:
-        final = self.last_eval
-        brief = {**summary, "eval": None if final is None else final.to_json(episodes=False)}
+        final = self.last_eval  # None after a resume that has not evaluated yet: the summary's is the run's last
+        last = final.to_json(episodes=False) if final is not None else summary.get("eval")
+        brief = {**summary, "eval": None if last is None else {k: v for k, v in last.items() if k != "episodes"}}
         checkpoint.write_text_atomic(self.run_dir / "summary.json", json.dumps(brief, indent=1))
         if final is not None:
             checkpoint.write_text_atomic(self.run_dir / "eval.json", json.dumps(final.to_json(), indent=1))
@@ -409,7 +415,7 @@ class Trainer:
             "seconds": seconds,  # this process's
             "seconds_total": self.seconds_before + seconds,  # with the runs it was resumed from
             "eval": self._resumed_eval if self.last_eval is None else self.last_eval.to_json(),
-            "best_eval": self.best_eval,
+            "best_eval": None if self.best_eval < 0 else self.best_eval,  # null: no evaluation has chosen best.pt
             "run_dir": str(self.run_dir),
             "initial_policy": self.pretrained,
             "target": self.target,

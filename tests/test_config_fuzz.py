@@ -62,6 +62,8 @@ TRAIN_ENV = [
     case("train", "env=gym", "env.id=FetchReach-v4", "env.success_fn=toy_envs:goal_reached", "env.success_key=done",
          key="env.success_key"),  # the function decides: the key would be ignored
     case("train", "algo=ppo", "algo.start_replay.fraction=0.5", key="algo.start_replay.fraction"),  # groups of 1
+    # 32 groups: a share under 1/32 rounded down to no group, while the buffer and its chart grew
+    case("train", "algo.start_replay.fraction=0.02", key="algo.start_replay.fraction"),
     case("train", "obs_norm_updates=0"),  # a bool field: true, false (or null), not an integer
     case("train", "-m", "pretrain=true,7", key="pretrain"),
     case("train", "env=gym", "env.entry_point=toy_envs:PointReach", "env.horizon=20", "env.group_start=clone",
@@ -275,6 +277,7 @@ MORE_TRAIN = [
     ("algo.clip.dual", math.inf), ("algo.clip.dual", 0.5), ("algo.kl.beta", -1.0), ("algo.kl.beta", math.nan),
     ("algo.dynamic_sampling.max_rounds", 0), ("algo.dynamic_sampling.keep_range", [math.nan, 1.0]),
     ("algo.start_replay.fraction", 1.01), ("algo.start_replay.fraction", -0.5), ("algo.start_replay.max_replays", 0),
+    ("algo.max_skipped_steps", 0),
     ("algo.std_anneal.final", 0.0), ("algo.std_anneal.final", math.inf), ("algo.std_anneal.iterations", 0),
     ("algo.curriculum.start", 1.0), ("algo.curriculum.start", -0.2), ("algo.curriculum.step", math.inf),
     ("algo.curriculum.threshold", 0.0),

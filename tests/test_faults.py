@@ -558,3 +558,15 @@ def test_a_signal_during_collection_or_evaluation_ends_it_in_one_line(tmp_path):
             f"error: stopped by {signum.name} {doing}; nothing written"
         ], (name, proc.returncode, err[-2000:])
     assert not (tmp_path / "d.npz").exists() and not (tmp_path / "e.json").exists()
+
+
+def test_a_resumed_runs_last_line_gives_the_runs_seconds_beside_the_runs_counts(tmp_path):
+    """It printed the whole run's iterations and env steps beside this process's seconds: a rate
+    about twice the real one after a resume at half-way."""
+    run_dir = tmp_path / "run"
+    assert run_main("train", *TINY, "iterations=2", f"hydra.run.dir={rundir.override_value(run_dir)}").code == 0
+    out = run_main("train", f"resume={run_dir}", "iterations=3")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    line = next(line for line in out.stdout.splitlines() if line.startswith("trained "))
+    assert line == (f"trained 3 iterations, {summary['env_steps']:,} env steps in {summary['seconds_total']:.0f} s "
+                    f"({summary['seconds']:.0f} s in this process)"), line  # fmt: skip

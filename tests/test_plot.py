@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+import torch
 from test_train import small_config
 
 from grpo_robot.plots import iqm, plot_runs
@@ -108,6 +109,8 @@ def test_wandb_offline_logs_the_tensorboard_metric_names_and_videos(tmp_path):
     events.Reload()
     tags = events.Tags()["scalars"]
     assert "charts/eval_success" in tags and len(tags) > 10
+    (text,) = events.Tensors("config/text_summary")  # the run's settings in the Text tab
+    assert b"group_size: 8" in text.tensor_proto.string_val[0], text.tensor_proto.string_val[0][:200]
     data = records[0].read_bytes()
     assert all(tag.encode() in data for tag in tags)  # every TensorBoard metric, by the same name
 
@@ -166,6 +169,12 @@ def test_presets_label_their_lines_and_evaluation_modes_or_duplicates_are_not_po
     lines = {line.label: sorted(r.path.name for r in line.runs) for line in group(runs)}
     assert lines == {"algo=grpo, lr=0.001": ["g0", "g1"], "algo=dapo, lr=0.001": ["d0", "d1"],
                      "algo=dapo, lr=0.0003": ["d2"]}, lines  # fmt: skip
+    # a command line's own value on every run of one preset (`algo=grpo algo.lr=0.01`) was hidden behind the name
+    given = [run("g0", "grpo", **{"algo.lr": 0.01}), run("g1", "grpo", 1, **{"algo.lr": 0.01}), run("d0", "dapo")]
+    for r in given[:2]:
+        r.given = frozenset({"algo.lr", "seed"})
+    lines = {line.label: sorted(r.path.name for r in line.runs) for line in group(given)}
+    assert lines == {"algo=grpo, lr=0.01": ["g0", "g1"], "algo=dapo, lr=0.001": ["d0"]}, lines
     sampled = [run("s0", "grpo"), run("s1", "grpo", 1, eval_deterministic=False)]
     assert sorted(line.label for line in group(sampled)) == ["eval_deterministic=False", "eval_deterministic=True"]
     nested = [Run(tmp_path / n, {"env.task": "Reach-v1", "algo.clip.high": h}, *[np.zeros(1)] * 3)
@@ -184,3 +193,42 @@ def test_a_runs_broken_config_is_named_in_one_line(runs, tmp_path):
     (tmp_path / "run" / "resolved_config.yaml").write_text("algo: [unclosed\n")
     with pytest.raises(ValueError, match=r"resolved_config.yaml cannot be read \(ParserError: while parsing"):
         plot_runs([tmp_path / "run"], tmp_path / "out.png")
+
+
+def test_wandb_gets_the_resumed_checkpoints_iteration_again_as_tensorboard_does(tmp_path, monkeypatch):
+    """An iteration saved but not logged when its process ended came back in TensorBoard on resume,
+    and never in W&B: the two loggers disagreed for good."""
+    wandb = pytest.importorskip("wandb")
+    from grpo_robot.config import WandbConfig
+
+    logged = []
+
+    class Run:
+        def log(self, scalars, step):
+            logged.append((step, dict(scalars)))
+
+        def finish(self):
+            pass
+
+    inits = []
+    monkeypatch.setattr(wandb, "init", lambda **kwargs: inits.append(kwargs) or Run())
+    cfg = small_config(iterations=2, checkpoint_every=1)
+    first = Trainer(cfg, tmp_path)
+    first.run()
+    first.close()
+    saved = torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=True)
+    resumed = Trainer(replace(cfg, iterations=3, resume=str(tmp_path), loggers=["wandb"],
+                              wandb=WandbConfig(mode="offline")), tmp_path)  # fmt: skip
+    resumed.run()
+    resumed.close()
+    assert logged[0] == (saved["env_steps"], saved["scalars"]) and saved["scalars"]["charts/train_success"] >= 0
+    assert logged[-1][0] > saved["env_steps"]  # then the resumed run's own iteration
+    assert inits[0]["name"] == tmp_path.name and inits[0]["group"] is None
+    # a -m sweep's job: named with its sweep and grouped by it (every sweep's jobs were all just `seed=0`)
+    (tmp_path / "sweep").mkdir()
+    (tmp_path / "sweep" / "multirun.yaml").write_text("{}")
+    job = Trainer(replace(cfg, iterations=1, loggers=["wandb"], wandb=WandbConfig(mode="offline", tags=["a"])),
+                  tmp_path / "sweep" / "seed=0")  # fmt: skip
+    job.run()
+    job.close()
+    assert (inits[-1]["name"], inits[-1]["group"], inits[-1]["tags"]) == ("sweep/seed=0", "sweep", ["a"])

@@ -174,7 +174,7 @@ def test_lift_preset_groups_start_equal_and_read_success():
     from grpo_robot.seeding import group_seeds
 
     env = make_env(preset("env=robosuite_lift", "env.horizon=6").env, 4)
-    assert (env.name, env.obs_dim, env.action_dim, env.horizon) == (ENTRY_POINT, 60, 7, 6)
+    assert (env.name, env.obs_dim, env.action_dim, env.horizon) == ("robosuite:Lift", 60, 7, 6)  # named by its task
     obs = env.reset(group_seeds([11, 12], 2))  # the first reset checks the seeding, and passes
     assert (obs[0] == obs[1]).all() and (obs[2] == obs[3]).all() and not (obs[0] == obs[2]).all()
     lift_cube_above_table(env.vec.envs[1].inner)

@@ -788,6 +788,16 @@ def test_a_resumed_run_reports_its_last_evaluation_until_it_evaluates_again(tmp_
     assert summary["stopped"] == "signal" and summary["iterations"] == 3
     assert summary["eval"] == evaluated
     assert torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=True)["eval"] == evaluated
+    # and the file: it said null while the returned summary had the evaluation
+    on_disk = json.loads((tmp_path / "summary.json").read_text())["eval"]
+    assert on_disk == {k: v for k, v in evaluated.items() if k != "episodes"} and on_disk["success_rate"] >= 0
+
+
+def test_a_run_whose_only_evaluation_was_at_its_budgets_end_has_no_best_rate(tmp_path):
+    """best_eval was -1.0 (a sentinel) in summary.json when no scheduled evaluation had chosen best.pt."""
+    summary = Trainer(small_config(iterations=2, eval_every=1000), tmp_path).run()
+    assert summary["eval"] is not None and summary["best_eval"] is None
+    assert json.loads((tmp_path / "summary.json").read_text())["best_eval"] is None
 
 
 def test_a_trainer_resuming_a_run_that_spent_its_env_steps_trains_no_more(tmp_path):
@@ -944,3 +954,17 @@ def test_a_run_stopped_between_evaluations_and_resumed_goes_on_as_one_run_straig
         logger.removeHandler(handler)
     assert any(f"the run trained with {threads} torch CPU threads and this process has {threads + 1}" in w
                for w in warned), warned  # fmt: skip
+
+
+def test_the_runs_seconds_leave_out_the_hooks_set_up(tmp_path):
+    """A W&B login (or a filming env built and tried) in `on_begin` counted as training time, so
+    runs with and without a logger were timed apart."""
+    import time
+
+    class SlowSetUp(Hook):
+        def on_begin(self, trainer):
+            time.sleep(1.0)
+
+    start = time.perf_counter()
+    summary = Trainer(small_config(iterations=1, eval_every=1000), tmp_path, hooks=[SlowSetUp()]).run()
+    assert summary["seconds"] <= time.perf_counter() - start - 1.0

@@ -384,7 +384,7 @@ def run_cost(space: Space, summary: dict, train_success: float) -> tuple[float, 
     """(cost in env steps or seconds, best success) of one finished run (see the module's docstring)."""
     target = summary.get("target") or {}
     final = (summary.get("eval") or {}).get("success_rate", 0.0)
-    best = max(summary.get("best_eval", 0.0), final, train_success)
+    best = max(summary.get("best_eval") or 0.0, final, train_success)
     if target.get("reached"):
         cost = target["env_steps" if space.objective == "env_steps" else "train_seconds"]
         return float(cost), float(target["success"])

@@ -349,8 +349,8 @@ class AlgoConfig:
     desired_kl: float = 0.01  # lr_schedule=adaptive: the KL from the rollout policy that each update aims at
     lr_range: list[float] = field(default_factory=lambda: [1e-5, 1e-2])  # lr_schedule=adaptive: its bounds
     max_grad_norm: float | None = 1.0  # null disables clipping
-    # optimizer steps in a row that may go non-finite (loss, gradient or the weights after the step; each
-    # is rolled back and skipped) before the run stops with an error, its last good checkpoint kept
+    # the run stops with an error, its last good checkpoint kept, at this many non-finite optimizer steps
+    # in a row (the loss, the gradient or the weights after the step; each is rolled back and skipped)
     max_skipped_steps: int = 20
     normalize_advantages: bool = False  # standardize advantages per minibatch (PPO's usual practice; gae only)
     entropy_coef: float = 0.0
@@ -466,6 +466,9 @@ class WandbConfig:
     entity: str | None = None  # team or user; null = your default
     # online: sync as the run goes (needs `wandb login`) | offline: write under <run dir>/wandb, for `wandb sync`
     mode: str = choice("online", "offline")
+    # the W&B group; null = a -m sweep's folder name for its jobs (every seed=N of one sweep together), none else
+    group: str | None = None
+    tags: list[str] = field(default_factory=list)  # W&B tags of the run
 
 
 @dataclass

@@ -175,7 +175,7 @@ RANGES: dict[tuple[type, str], Range] = {
     (AlgoConfig, "lr"): Range(0, 1, low_open=True),
     (AlgoConfig, "desired_kl"): Range(0, 10, low_open=True),
     (AlgoConfig, "max_grad_norm"): Range(0, low_open=True, null="no clipping"),
-    (AlgoConfig, "max_skipped_steps"): Range(0),
+    (AlgoConfig, "max_skipped_steps"): Range(1),
     (AlgoConfig, "entropy_coef"): Range(0, 1000),
     (AlgoConfig, "noise_correlation"): Range(0, 1, high_open=True, why="1 would never draw fresh noise"),
     (AlgoConfig, "train_horizon"): Range(1, MAX_HORIZON, guard=True, null="env.horizon"),  # and <= it (validate)
@@ -407,6 +407,10 @@ def validate(cfg: TrainConfig) -> None:
         _check(bool(cfg.env.task), "algo.critic.reward", critic.reward,
                "shaped needs a built-in env.task, whose potential it uses")  # fmt: skip
     if algo.start_replay.fraction > 0:  # it replays the starts of groups that both succeeded and failed
+        _check(algo.start_replay.fraction * algo.groups_per_iter >= 1 - 1e-9, "algo.start_replay.fraction",
+               algo.start_replay.fraction, f"replays a whole number of the algo.groups_per_iter="
+               f"{algo.groups_per_iter} groups, rounded down: below 1/{algo.groups_per_iter} it replays none; set "
+               f"at least {1 / algo.groups_per_iter:.4g} or 0")  # fmt: skip
         _check(algo.group_size >= 2, "algo.start_replay.fraction", algo.start_replay.fraction,
                f"replays starts whose group both succeeded and failed; groups of algo.group_size={algo.group_size} "
                "never do: set it to 0")  # fmt: skip
