@@ -413,7 +413,8 @@ class BCConfig:
     # as the RMS of the clone's held-out error per dimension; or a tokenized policy's learned
     # temperature (else it stays at policy.temperature)
     learn_std: bool = False
-    # tokenized: targets are the bins of clip(action + a Gaussian this many bins wide); 0 = one-hot
+    # tokenized: targets are a Gaussian this many bins wide around the action (an action at a bound:
+    # the bins of clip(action + that Gaussian)); 0 = one-hot
     token_sigma: float = 8.0
     labels: str = choice("expert", "executed")  # expert: the expert's clean actions | executed: the noisy actions taken
     # split, shuffling and initial weights; null: the run's `seed` (train.py), 0 (pretrain_bc.py)
