@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from grpo_robot.checkpoint import WriteError, one_line
-from grpo_robot.config import ConfigError, TrainConfig
+from grpo_robot.config import ConfigError, TrainConfig, config_dict
 from grpo_robot.evaluation import EvalResult
 
 if TYPE_CHECKING:
@@ -239,7 +239,7 @@ class TensorBoard(Hook):
             if not trainer.cfg.resume:  # the run's settings beside its curves (TensorBoard's Text tab)
                 from omegaconf import OmegaConf
 
-                text = OmegaConf.to_yaml(trainer.state()["config"])
+                text = OmegaConf.to_yaml(config_dict(trainer.cfg))  # not trainer.state(): no copy of the weights
                 self.writer.add_text("config", "    " + text.replace("\n", "\n    "), 0)  # a code block
 
     def on_log(self, trainer: Trainer, scalars: dict[str, float], step: int) -> None:

@@ -377,11 +377,12 @@ def test_a_full_disk_stops_the_run_in_one_line_with_the_checkpoint_before_intact
             run_dir = disk / "run"
             proc = start_training(run_dir, "checkpoint_every=1")
             wait_for(run_dir / "checkpoints" / "last.pt", proc)
-            with open(disk / "filler", "wb") as f:  # the disk fills up while the run trains
+            # the disk fills up while the run trains; unbuffered, so that closing the file has nothing
+            # left to write (a buffered file's close raised ENOSPC here now and then)
+            with open(disk / "filler", "wb", buffering=0) as f:
                 try:
                     while True:
                         f.write(b"\0" * 65536)
-                        f.flush()
                 except OSError:
                     pass
             _, err = proc.communicate(timeout=60)
