@@ -76,7 +76,7 @@ def find_runs(paths: Sequence[str | Path], tag: str = TAG) -> list[Run]:
                                  ) from err  # fmt: skip
             runs.append(Run(tb.parent, flatten(config), *(np.array(points[k], dtype=np.float64)
                                                             for k in ("env_steps", "seconds", "success")),
-                            _choices(tb.parent), _given(tb.parent)))  # fmt: skip
+                            *_composed(tb.parent)))  # fmt: skip
     return runs
 
 
@@ -96,18 +96,18 @@ def _choices(run_dir: Path) -> dict[str, str]:
             and not str(k).endswith("_schema")}  # fmt: skip
 
 
-def _given(run_dir: Path) -> frozenset:
-    """The config keys a run's command line set (`algo.lr=0.01` -> `algo.lr`), as Hydra recorded
-    them in `.hydra/overrides.yaml`; a preset choice (`algo=dapo`) is no key. Empty without it."""
+def _composed(run_dir: Path) -> tuple[dict[str, str], frozenset]:
+    """(the presets a run was composed from, the config keys its command line set: `algo.lr=0.01`
+    -> `algo.lr`), from `.hydra/`; a preset choice (`algo=dapo`) is no key. Empty without them."""
     import yaml
 
-    path = run_dir / ".hydra" / "overrides.yaml"
+    choices, path = _choices(run_dir), run_dir / ".hydra" / "overrides.yaml"
     try:
         overrides = yaml.safe_load(path.read_text()) if path.is_file() else []
     except (OSError, yaml.YAMLError):
-        return frozenset()
-    keys = (str(o).partition("=")[0].lstrip("+~") for o in overrides or [])
-    return frozenset(k for k in keys if "." in k or k in ("seed", "iterations"))
+        return choices, frozenset()
+    keys = {str(o).partition("=")[0].lstrip("+~") for o in overrides or []}
+    return choices, frozenset(k for k in keys if k not in choices and not k.startswith("hydra"))
 
 
 MEASURED_KEYS = ("eval_deterministic",)  # keys that change what an evaluation measures (mean action or samples)

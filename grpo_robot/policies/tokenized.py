@@ -38,7 +38,7 @@ def smoothed_targets(action: torch.Tensor, bins: int, sigma_bins: float) -> torc
     put it 0.8 s inside, and a clone decoded by its mean undershot there."""
     a = action.clamp(-1.0, 1.0)[..., None]  # [..., D, 1]
     scale = sigma_bins * 2.0 / bins
-    centres = -1.0 + (2.0 * torch.arange(bins, dtype=a.dtype, device=a.device) + 1.0) / bins
+    centres = bin_centres(bins).to(a)
     inside = torch.softmax(-0.5 * ((centres - a) / scale) ** 2, dim=-1)
     edges = centres[1:] - 1.0 / bins  # [K-1] inner bin edges
     cdf = torch.special.ndtr((edges - a) / scale)
