@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -234,6 +236,7 @@ class TensorBoard(Hook):
                 # writing it and before its loggers ran); one written before it kept them was logged
                 purge = trainer.env_steps + (trainer.iteration > 0 and not again)
             self.writer = SummaryWriter(str(self.folder), purge_step=purge)
+            _quiet_on_write_errors(self.writer)
             for tag, value in again.items():
                 self.writer.add_scalar(tag, value, trainer.env_steps)
             if not trainer.cfg.resume:  # the run's settings beside its curves (TensorBoard's Text tab)
@@ -276,6 +279,33 @@ class TensorBoard(Hook):
         if self.writer is not None:
             _close_quietly(self.writer)
             self.writer = None
+
+
+# TensorBoard's writer threads whose failed writes the run reports itself (`_quiet_on_write_errors`)
+_QUIET_THREADS: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+_default_excepthook = threading.excepthook
+
+
+def _excepthook(args: threading.ExceptHookArgs) -> None:
+    if args.thread in _QUIET_THREADS and isinstance(args.exc_value, OSError):
+        return  # the next write on the main thread raises it again, as the run's one-line WriteError
+    _default_excepthook(args)
+
+
+def _quiet_on_write_errors(writer) -> None:
+    """A SummaryWriter writes from a thread of its own. When a write fails there (a full disk), the
+    thread keeps the error for the main thread's next write, which `TensorBoard` turns into the
+    run's one-line `WriteError`, and then raises it, so Python printed the thread's traceback
+    above that line. Such a thread's OSError is now left to the main thread; any other error, or
+    any other thread's, is printed as before."""
+    global _default_excepthook
+    worker = getattr(getattr(getattr(writer._get_file_writer(), "event_writer", None), "_async_writer", None),
+                     "_worker", None)  # fmt: skip
+    if isinstance(worker, threading.Thread):
+        _QUIET_THREADS.add(worker)
+        if threading.excepthook is not _excepthook:
+            _default_excepthook = threading.excepthook
+            threading.excepthook = _excepthook
 
 
 def _close_quietly(writer) -> None:

@@ -20,8 +20,10 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
+from unittest import mock
 
 import h5py
 import numpy as np
@@ -387,6 +389,44 @@ def test_a_failed_write_is_one_line_and_leaves_the_previous_file(tmp_path, monke
     assert torch.equal(torch.load(path, weights_only=True)["a"], torch.ones(2))
     assert json.loads(text.read_text()) == {"old": 1}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.pt", "summary.json"]  # no temporary file left
+
+
+def test_a_failed_tensorboard_write_is_the_runs_one_line_without_the_writer_threads_traceback(tmp_path, monkeypatch):
+    # TensorBoard writes from a thread of its own: on a full disk that thread's traceback came out above
+    # the run's one line (seen in the full-disk test of test_faults.py, now and then)
+    from types import SimpleNamespace
+
+    from tensorboard.summary.writer import record_writer
+
+    from grpo_robot.hooks import TensorBoard
+
+    printed = []  # what Python's hook for a thread's uncaught exception was given
+    monkeypatch.setattr(threading, "excepthook", lambda args: printed.append(args.exc_type))
+    tb = TensorBoard()
+    trainer = SimpleNamespace(run_dir=tmp_path, cfg=SimpleNamespace(resume=None, iterations=1), env_steps=0,
+                              iteration=0)  # fmt: skip
+    with mock.patch("grpo_robot.hooks.config_dict", return_value={"seed": 0}):
+        tb.on_start(trainer)
+    tb.writer.flush()
+    worker = tb.writer._get_file_writer().event_writer._async_writer._worker
+
+    def full(self, data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with mock.patch.object(record_writer.RecordWriter, "write", full):
+        tb.writer.add_scalar("a", 1.0, 1)
+        worker.join(10)  # the thread ends with the error, as it does on a full disk
+        assert not worker.is_alive() and isinstance(worker.exception, OSError)
+        with pytest.raises(WriteError) as err:
+            tb.on_log(trainer, {"a": 2.0}, 2)
+    assert str(err.value).startswith(f"cannot write {tmp_path / 'tb'}") and "errno ENOSPC" in str(err.value)
+    assert printed == []  # no "Exception in thread ..." traceback
+    # any other thread's exception is printed as before
+    thread = threading.Thread(target=lambda: 1 / 0)
+    thread.start()
+    thread.join()
+    assert printed == [ZeroDivisionError]
+    tb.close()
 
 
 FSIZE_CHILD = """

@@ -393,7 +393,7 @@ def test_a_full_disk_stops_the_run_in_one_line_with_the_checkpoint_before_intact
             assert saved["iteration"] >= 1
             assert not list(run_dir.rglob("*.tmp"))
         finally:
-            subprocess.run(["umount", str(disk)], check=False)
+            subprocess.run(["umount", "--lazy", str(disk)], check=False)  # also while a file there is open
     else:  # no tmpfs here: a file-size limit; the first checkpoint is larger than it
         import resource
 
