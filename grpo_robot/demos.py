@@ -326,8 +326,11 @@ def collect_demos(
     `horizon` control steps (None: the task's own), successful as training judges them with
     `outcome` (`env.outcome`: at any step, which ends the episode, or at the last one).
 
-    Episode k starts from `seeding.demo_seeds(seed, k, 1)`; the action noise
-    comes from a generator seeded by `seed`, so a call is reproducible. Failed episodes are
+    Episode k starts from `seeding.demo_seeds(seed, k, 1)`, and its action noise comes from a
+    generator of its own, seeded by `seed` and that start: each episode is a function of (`seed`,
+    k) alone, whatever `max_attempts`, `batch_size` or `nthread` (a shared generator drew each
+    step's noise for the whole batch, so a batch cut short by `max_attempts` gave other demos).
+    Failed episodes are
     dropped. Raises `TooFewDemos` (a `RuntimeError`) if fewer than `episodes` succeed within `max_attempts`
     (default 10 x episodes + 64).
     """
@@ -338,7 +341,6 @@ def collect_demos(
     check_demo_seed(seed)
     task = make_task(task) if isinstance(task, str) else task
     max_attempts = 10 * episodes + 64 if max_attempts is None else max_attempts
-    rng = np.random.default_rng([seed, 7])
     batch_size = min(batch_size, max_attempts)
     if outcome not in ("any_step", "final_step"):
         raise ValueError(f"outcome={outcome!r} is invalid: must be any_step or final_step")
@@ -349,10 +351,14 @@ def collect_demos(
     while len(kept) < episodes and attempted < max_attempts:
         seeds = demo_seeds(seed, attempted, batch_size)
         obs = env.reset(seeds)
+        streams = [np.random.default_rng([seed, 7, int(s)]) for s in seeds] if noise else []
         obs_steps, act_steps, label_steps = [], [], []
         while not env.done.all():
             label = task.expert(obs).astype(np.float32)
-            act = label + (noise * rng.standard_normal(label.shape)).astype(np.float32)
+            act = label
+            if noise:
+                draw = np.stack([g.standard_normal(label.shape[1]) for g in streams])
+                act = label + (noise * draw).astype(np.float32)
             act = np.clip(act, -1.0, 1.0)
             obs_steps.append(obs)
             act_steps.append(act)

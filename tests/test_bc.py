@@ -64,6 +64,19 @@ def test_demos_load_back_identically_and_replay_to_success(tmp_path, noise):
     np.testing.assert_array_equal(again.actions, data.actions)
 
 
+def test_noisy_demos_are_the_same_whatever_the_attempts_batch_or_threads():
+    # each episode's noise comes from a stream of its own: a shared one drew each step's noise for the
+    # whole batch, so max_attempts under the batch's 64 worlds (or another batch) gave other demos
+    base, _ = collect_demos("PushCube", 3, noise=0.3, seed=5)
+    for kwargs in ({"max_attempts": 20}, {"batch_size": 5, "nthread": 1}, {"max_attempts": 12, "batch_size": 2}):
+        other, _ = collect_demos("PushCube", 3, noise=0.3, seed=5, **kwargs)
+        for name in ARRAYS:
+            np.testing.assert_array_equal(getattr(other, name), getattr(base, name), err_msg=f"{name} {kwargs}")
+    # and another demo seed draws other noise on its own starts
+    other, _ = collect_demos("PushCube", 3, noise=0.3, seed=6)
+    assert not np.array_equal(other.actions[:5] - other.expert_actions[:5], base.actions[:5] - base.expert_actions[:5])
+
+
 def test_a_replay_with_other_actions_fails():
     data, _ = collect_demos("LiftCube", 4)
     data.actions[:] = 0.0  # standing still lifts nothing
