@@ -30,10 +30,10 @@ __version__ = "0.1.0"
 
 envs.register_all()
 
-__all__ = ["BatchedEnv", "group_seeds", "envs", "__version__"]
+__all__ = ["BatchedEnv", "group_seeds", "load_policy", "envs", "__version__"]
 
 # loaded on first use, so that what needs neither (the config's checks) runs without torch
-_LAZY = {"BatchedEnv": "grpo_robot.batched", "group_seeds": "grpo_robot.seeding"}
+_LAZY = {"BatchedEnv": "grpo_robot.batched", "group_seeds": "grpo_robot.seeding", "load_policy": "grpo_robot.deploy"}
 
 
 def __getattr__(name: str):

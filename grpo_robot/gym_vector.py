@@ -52,7 +52,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -265,6 +265,48 @@ def _truth(value: Any, what: str, kind: str = "success flag") -> bool:
     return bool(value)
 
 
+def flatten_obs(obs: Any, keys: list[str] | None, obs_dim: int, declared: str) -> np.ndarray:
+    """An env's observation, as it returned it -> the policy's flat float32 `[obs_dim]`: a Box's
+    values, or a Dict's `keys` concatenated in that order. A size other than `obs_dim` is a one-line
+    `ValueError` ending with `declared` and the size."""
+    if keys is None:
+        flat = np.array(obs, dtype=np.float32).reshape(-1)  # a copy: an env may reuse its array in place
+    else:
+        if not isinstance(obs, Mapping):
+            raise ValueError(f"its observation is a {type(obs).__name__}, where a Dict with keys {keys} was expected")
+        missing = [k for k in keys if k not in obs]
+        if missing:
+            raise ValueError(f"its observation has no key {missing[0]!r}; it has {', '.join(map(str, obs))}")
+        flat = np.concatenate([np.asarray(obs[k], dtype=np.float32).reshape(-1) for k in keys])
+    if flat.size != obs_dim:
+        raise ValueError(f"its observation has {flat.size} values where {declared} {obs_dim}")
+    return flat
+
+
+class ActionMap:
+    """[-1, 1] per dimension -> an env's Box of bounds `low`/`high` (flat), as `shape` and `dtype`:
+    linear between finite bounds; from a finite bound on where the other is infinite
+    (`_half_offset`); unchanged where both are. `unit_actions` is its inverse."""
+
+    def __init__(self, low: np.ndarray, high: np.ndarray, shape: tuple[int, ...], dtype: Any) -> None:
+        low, high = np.asarray(low, np.float64).reshape(-1), np.asarray(high, np.float64).reshape(-1)
+        self._scaled = np.isfinite(low) & np.isfinite(high)
+        self._all_scaled = bool(self._scaled.all())
+        # the bounds the mapping uses, 0 where a bound is infinite (those entries are shifted into the Box)
+        self._low0 = np.where(self._scaled, low, 0.0)
+        self._span0 = np.where(self._scaled, high - low, 0.0)
+        self._offset = np.where(self._scaled, 0.0, _half_offset(low, high))
+        self.shape, self.dtype = tuple(shape), np.dtype(dtype)
+
+    def __call__(self, action: np.ndarray) -> np.ndarray:
+        a = np.asarray(action, dtype=np.float64).reshape(-1)
+        a = np.minimum(np.maximum(a, -1.0), 1.0)  # np.clip, without its dispatch (per world, per step)
+        mapped = self._low0 + (a + 1.0) * 0.5 * self._span0
+        if not self._all_scaled:
+            mapped = np.where(self._scaled, mapped, a + self._offset)
+        return mapped.reshape(self.shape).astype(self.dtype)
+
+
 # -- one world ----------------------------------------------------------------------------------
 class OutcomeEnv(gymnasium.Env):
     """One world: the user's env with flat float32 observations, actions in [-1, 1], the binary
@@ -295,13 +337,7 @@ class OutcomeEnv(gymnasium.Env):
         self.success_fn = load_callable(cfg.success_fn, "env.success_fn") if cfg.success_fn else None
         act = self.inner.action_space
         self._low, self._high = act.low.reshape(-1).astype(np.float64), act.high.reshape(-1).astype(np.float64)
-        self._scaled = np.isfinite(self._low) & np.isfinite(self._high)
-        self._all_scaled = bool(self._scaled.all())
-        # the bounds the mapping uses, 0 where a bound is infinite (those entries are shifted into the Box)
-        self._low0 = np.where(self._scaled, self._low, 0.0)
-        self._span0 = np.where(self._scaled, self._high - self._low, 0.0)
-        self._offset = np.where(self._scaled, 0.0, _half_offset(self._low, self._high))
-        self._act_shape, self._act_dtype = act.shape, act.dtype
+        self.to_env_action = ActionMap(self._low, self._high, act.shape, act.dtype)
         obs_space = self.inner.observation_space
         shapes = [obs_space.shape] if self.keys is None else [obs_space[k].shape for k in self.keys]
         self.obs_dim = int(sum(np.prod(shape) for shape in shapes))
@@ -319,24 +355,7 @@ class OutcomeEnv(gymnasium.Env):
         self.watchdog: Watchdog | None = None
 
     def _flatten(self, obs: Any) -> np.ndarray:
-        if self.keys is None:
-            flat = np.array(obs, dtype=np.float32).reshape(-1)  # a copy: an env may reuse its array in place
-        else:
-            flat = np.concatenate([np.asarray(obs[k], dtype=np.float32).reshape(-1) for k in self.keys])
-        if flat.size != self.obs_dim:
-            raise ValueError(f"its observation has {flat.size} values where its observation space declares "
-                             f"{self.obs_dim}")  # fmt: skip
-        return flat
-
-    def to_env_action(self, action: np.ndarray) -> np.ndarray:
-        """[-1, 1] per dimension -> the env's Box (linear between finite bounds; from a finite bound
-        on where the other is infinite, `_half_offset`; unchanged where both are)."""
-        a = np.asarray(action, dtype=np.float64).reshape(-1)
-        a = np.minimum(np.maximum(a, -1.0), 1.0)  # np.clip, without its dispatch (per world, per step)
-        mapped = self._low0 + (a + 1.0) * 0.5 * self._span0
-        if not self._all_scaled:
-            mapped = np.where(self._scaled, mapped, a + self._offset)
-        return mapped.reshape(self._act_shape).astype(self._act_dtype)
+        return flatten_obs(obs, self.keys, self.obs_dim, "its observation space declares")
 
     def is_success(self, obs: Any, info: dict[str, Any]) -> bool:
         if self.success_fn is not None:

@@ -1,0 +1,171 @@
+"""A trained policy in your own loop: `load_policy(checkpoint)` -> a callable from the env's own
+observation to the env's own action.
+
+    from grpo_robot import load_policy
+
+    policy = load_policy("runs/train/<date>_<time>")   # a run (its last.pt), or any checkpoint: best.pt, bc.pt
+    env = policy.make_env()                            # the Gymnasium env it was trained on, one world
+    obs, info = env.reset(seed=0)
+    while True:
+        obs, reward, terminated, truncated, info = env.step(policy(obs))
+        if terminated or truncated:
+            break
+
+`policy(obs)` takes an observation as the env returns it (a Box's array, or a Dict, of which it
+reads the keys it was trained on, in their order) and returns the action in the env's Box: the
+[-1, 1] action the policy emits, mapped onto the bounds it was trained with, as training stepped
+it. The mean action by default (`deterministic=False` samples, from a stream of `seed`);
+a tokenized policy decodes as it was trained to, or as `decode=` says. `policy.act(batch)` does the
+same for a batch (an array `[N, ...]`, or a Dict of such arrays), as a vector env returns it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from grpo_robot.config import EnvConfig, to_train_config
+from grpo_robot.gym_vector import ActionMap, flatten_obs
+
+
+class TrainedPolicy:
+    """A checkpoint's policy acting in its env's units (see the module's docstring)."""
+
+    def __init__(self, ckpt: dict[str, Any], path: Path, device: str | torch.device = "cpu",
+                 deterministic: bool = True, seed: int = 0, decode: str | None = None) -> None:  # fmt: skip
+        from grpo_robot import checkpoint
+        from grpo_robot.device import resolve_device
+
+        self.path = path
+        self.device = resolve_device(str(device))
+        self.policy = checkpoint.policy_from_record(ckpt["policy"], self.device).eval()
+        if decode is not None:
+            if getattr(self.policy, "decode", None) is None:
+                raise ValueError(f"decode={decode!r} is for a tokenized policy; {path} holds a "
+                                 f"{type(self.policy).__name__}")  # fmt: skip
+            self.policy.decode = decode
+        self.deterministic = bool(deterministic)
+        self.generator = torch.Generator(self.device).manual_seed(int(seed))
+        self.env_config: EnvConfig = to_train_config(ckpt["config"]).env
+        self.obs_dim, self.action_dim = int(ckpt["policy"]["obs_dim"]), int(ckpt["policy"]["action_dim"])
+        ident = ckpt.get("env_identity") if isinstance(ckpt.get("env_identity"), dict) else {}
+        self._identity = ident
+        keys = ident.get("obs_keys", self.env_config.obs_keys)
+        self.obs_keys: list[str] | None = None if keys is None else [str(k) for k in keys]
+        low, high = ident.get("action_low"), ident.get("action_high")
+        if low is None or high is None:  # a built-in task (its actions are [-1, 1]) or an older record
+            low, high = -np.ones(self.action_dim), np.ones(self.action_dim)
+            self._bounds_recorded = bool(self.env_config.task)
+        else:
+            self._bounds_recorded = True
+        self.action_low, self.action_high = np.asarray(low, np.float64), np.asarray(high, np.float64)
+        self._to_env = ActionMap(self.action_low, self.action_high, (self.action_dim,), np.float32)
+
+    def __repr__(self) -> str:
+        return (f"TrainedPolicy({self.path}, {type(self.policy).__name__}, obs_dim={self.obs_dim}, "
+                f"action_dim={self.action_dim}, deterministic={self.deterministic})")  # fmt: skip
+
+    # -- acting ------------------------------------------------------------------------------------
+    def __call__(self, obs: Any) -> np.ndarray:
+        """One observation, as the env returned it -> one action in the env's Box."""
+        flat = self._flat(obs)
+        return self._to_env(self._unit_actions(flat[None])[0])
+
+    def act(self, obs: Any) -> np.ndarray:
+        """A batch of observations (`[N, ...]`, or a Dict of `[N, ...]` arrays) -> `[N, ...]` actions."""
+        if isinstance(obs, dict):
+            n = len(np.asarray(next(iter(obs.values()))))
+            rows = [{k: np.asarray(v)[i] for k, v in obs.items()} for i in range(n)]
+        else:
+            rows = list(np.asarray(obs))
+        if not rows:
+            raise ValueError(f"{self.path}: act() was given no observations")
+        flat = np.stack([self._flat(row) for row in rows])
+        return np.stack([self._to_env(a) for a in self._unit_actions(flat)])
+
+    def _flat(self, obs: Any) -> np.ndarray:
+        if not self._bounds_recorded:
+            raise ValueError(f"{self.path} records no action bounds (a checkpoint from before they were kept): "
+                             "give load_policy your env (env=...), or use policy.make_env(), to take them from it")
+        try:
+            return flatten_obs(obs, self.obs_keys, self.obs_dim, f"{self.path.name}'s policy takes")
+        except ValueError as err:
+            raise ValueError(f"{self.path}: {err}") from None
+
+    @torch.no_grad()
+    def _unit_actions(self, flat: np.ndarray) -> np.ndarray:
+        obs = torch.as_tensor(flat, dtype=torch.float32, device=self.device)
+        _, action, _ = self.policy.sample(obs, None if self.deterministic else self.generator, self.deterministic)
+        return action.float().cpu().numpy()
+
+    # -- the env ---------------------------------------------------------------------------------------
+    def make_env(self, **kwargs: Any):
+        """The Gymnasium env this policy was trained on, one world, built as training built it (its
+        id or entry point, kwargs, horizon; a built-in task at the version it trained on);
+        `kwargs` are added to its own (`render_mode="rgb_array"`, a camera)."""
+        import gymnasium
+
+        cfg = self.env_config
+        if cfg.task:
+            version = self._identity.get("version")
+            from grpo_robot.envs import TASK_NAMES
+
+            name = TASK_NAMES[cfg.task].name if cfg.task in TASK_NAMES else cfg.task
+            task_id = f"{name}-v{version}" if version is not None else cfg.task
+            options = {"horizon": cfg.horizon, "terminate_on_success": cfg.outcome != "final_step", **kwargs}
+            return gymnasium.make(f"grpo_robot/{task_id}", **options)
+        from grpo_robot.gym_vector import make_inner
+
+        env = make_inner(dataclasses.replace(cfg, kwargs={**cfg.kwargs, **kwargs}))
+        self.check_env(env)
+        return env
+
+    def check_env(self, env: Any) -> None:
+        """A one-line `ValueError` unless `env` (a Gymnasium env) observes and acts as this policy was
+        trained: the observation's flat size (over the keys it read) and the action's size and bounds."""
+        from gymnasium import spaces
+
+        obs_space, act = env.observation_space, env.action_space
+        if self.obs_keys is not None:
+            if not isinstance(obs_space, spaces.Dict) or any(k not in obs_space.spaces for k in self.obs_keys):
+                raise ValueError(f"{self.path} was trained on the Dict keys {self.obs_keys}; the env observes "
+                                 f"{obs_space}")  # fmt: skip
+            size = sum(int(np.prod(obs_space[k].shape)) for k in self.obs_keys)
+        else:
+            size = int(np.prod(obs_space.shape)) if obs_space.shape is not None else -1
+        if size != self.obs_dim or int(np.prod(act.shape)) != self.action_dim:
+            raise ValueError(f"{self.path} takes {self.obs_dim} observation values and gives {self.action_dim} "
+                             f"actions; the env observes {size} and acts with {int(np.prod(act.shape))}")  # fmt: skip
+        low, high = np.ravel(act.low).astype(np.float64), np.ravel(act.high).astype(np.float64)
+        same = np.array_equal(low, self.action_low) and np.array_equal(high, self.action_high)
+        if self._bounds_recorded and not same:
+            from grpo_robot.environment import bounds_text
+
+            trained = bounds_text(self.action_low, self.action_high)
+            raise ValueError(f"{self.path} was trained on action bounds {trained}; the env's are "
+                             f"{bounds_text(low, high)}")  # fmt: skip
+        if not self._bounds_recorded:  # an older record: the env's own bounds are the ones it trained on
+            self.action_low, self.action_high, self._bounds_recorded = low, high, True
+            self._to_env = ActionMap(low, high, (self.action_dim,), np.float32)
+        self._to_env.shape, self._to_env.dtype = tuple(act.shape), np.dtype(act.dtype)
+
+
+def load_policy(checkpoint: str | Path, device: str | torch.device = "cpu", deterministic: bool = True,
+                seed: int = 0, decode: str | None = None, env: Any = None) -> TrainedPolicy:  # fmt: skip
+    """A checkpoint's policy as a callable from the env's observation to the env's action (see
+    `grpo_robot.deploy`). `checkpoint`: a run directory (its `checkpoints/last.pt`, as
+    `scripts/evaluate.py` takes it) or a `.pt`; `device`: `cpu`, `cuda` or `auto`; `env`: your
+    own instance of the env, checked against what the policy was trained on (the spaces' sizes and
+    the action bounds), whose action shape and dtype the actions then take."""
+    from grpo_robot import checkpoint as ckpt_module
+
+    path = ckpt_module.resolve(checkpoint)
+    ckpt = ckpt_module.load(path, map_location="cpu", purpose="evaluate")
+    trained = TrainedPolicy(ckpt, path, device, deterministic, seed, decode)
+    if env is not None:
+        trained.check_env(env)
+    return trained
