@@ -11,12 +11,16 @@ observation to the env's own action.
         if terminated or truncated:
             break
 
-`policy(obs)` takes an observation as the env returns it (a Box's array, or a Dict, of which it
+`make_env()` ends an episode at its first success (judged as training judged it, in
+`info["is_success"]`) and at the run's horizon, as training did. `policy(obs)` takes an
+observation as the env returns it (a Box's array, or a Dict, of which it
 reads the keys it was trained on, in their order) and returns the action in the env's Box: the
 [-1, 1] action the policy emits, mapped onto the bounds it was trained with, as training stepped
-it. The mean action by default (`deterministic=False` samples, from a stream of `seed`);
-a tokenized policy decodes as it was trained to, or as `decode=` says. `policy.act(batch)` does the
-same for a batch (an array `[N, ...]`, or a Dict of such arrays), as a vector env returns it.
+it (flat float32, until `make_env()` or `env=` gives the env's own action shape and dtype). A
+non-finite observation is refused in one line. The mean action by default
+(`deterministic=False` samples, from a stream of `seed`); a tokenized policy decodes as it was
+trained to, or as `decode=` says. `policy.act(batch)` does the same for a batch (an array
+`[N, ...]`, or a Dict of such arrays), as a vector env returns it.
 """
 
 from __future__ import annotations
@@ -25,11 +29,12 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+import gymnasium
 import numpy as np
 import torch
 
 from grpo_robot.config import EnvConfig, to_train_config
-from grpo_robot.gym_vector import ActionMap, flatten_obs
+from grpo_robot.gym_vector import ActionMap, _truth, flatten_obs, load_callable
 
 
 class TrainedPolicy:
@@ -38,12 +43,22 @@ class TrainedPolicy:
     def __init__(self, ckpt: dict[str, Any], path: Path, device: str | torch.device = "cpu",
                  deterministic: bool = True, seed: int = 0, decode: str | None = None) -> None:  # fmt: skip
         from grpo_robot import checkpoint
+        from grpo_robot.config.validate import validate_device
         from grpo_robot.device import resolve_device
+        from grpo_robot.registry import DECODES
 
+        validate_device(str(device))
+        if not isinstance(seed, int | np.integer):
+            raise ValueError(f"seed={seed!r} is invalid: must be an integer")
         self.path = path
         self.device = resolve_device(str(device))
         self.policy = checkpoint.policy_from_record(ckpt["policy"], self.device).eval()
         if decode is not None:
+            if decode not in DECODES:
+                raise ValueError(f"decode={decode!r} is invalid: must be None or one of {', '.join(DECODES)}")
+            if not deterministic:
+                raise ValueError(f"decode={decode!r} chooses the deterministic action; with deterministic=False "
+                                 "the action is sampled")  # fmt: skip
             if getattr(self.policy, "decode", None) is None:
                 raise ValueError(f"decode={decode!r} is for a tokenized policy; {path} holds a "
                                  f"{type(self.policy).__name__}")  # fmt: skip
@@ -92,9 +107,13 @@ class TrainedPolicy:
             raise ValueError(f"{self.path} records no action bounds (a checkpoint from before they were kept): "
                              "give load_policy your env (env=...), or use policy.make_env(), to take them from it")
         try:
-            return flatten_obs(obs, self.obs_keys, self.obs_dim, f"{self.path.name}'s policy takes")
-        except ValueError as err:
+            flat = flatten_obs(obs, self.obs_keys, self.obs_dim, f"{self.path.name}'s policy takes")
+        except (ValueError, TypeError) as err:
             raise ValueError(f"{self.path}: {err}") from None
+        if not np.isfinite(flat).all():  # as training fails a world on one, never an action from it
+            k = int(np.flatnonzero(~np.isfinite(flat))[0])
+            raise ValueError(f"{self.path}: its observation holds a non-finite value ({flat[k]} at flat index {k})")
+        return flat
 
     @torch.no_grad()
     def _unit_actions(self, flat: np.ndarray) -> np.ndarray:
@@ -107,8 +126,6 @@ class TrainedPolicy:
         """The Gymnasium env this policy was trained on, one world, built as training built it (its
         id or entry point, kwargs, horizon; a built-in task at the version it trained on);
         `kwargs` are added to its own (`render_mode="rgb_array"`, a camera)."""
-        import gymnasium
-
         cfg = self.env_config
         if cfg.task:
             version = self._identity.get("version")
@@ -122,6 +139,10 @@ class TrainedPolicy:
 
         env = make_inner(dataclasses.replace(cfg, kwargs={**cfg.kwargs, **kwargs}))
         self.check_env(env)
+        if cfg.horizon is not None and not cfg.id:  # an env.id's own TimeLimit is set to it already
+            env = gymnasium.wrappers.TimeLimit(env, cfg.horizon)
+        if cfg.outcome != "final_step":
+            env = EndsAtSuccess(env, cfg)
         return env
 
     def check_env(self, env: Any) -> None:
@@ -135,8 +156,10 @@ class TrainedPolicy:
                 raise ValueError(f"{self.path} was trained on the Dict keys {self.obs_keys}; the env observes "
                                  f"{obs_space}")  # fmt: skip
             size = sum(int(np.prod(obs_space[k].shape)) for k in self.obs_keys)
+        elif obs_space.shape is None:
+            raise ValueError(f"{self.path} was trained on a Box observation; the env observes {obs_space}")
         else:
-            size = int(np.prod(obs_space.shape)) if obs_space.shape is not None else -1
+            size = int(np.prod(obs_space.shape))
         if size != self.obs_dim or int(np.prod(act.shape)) != self.action_dim:
             raise ValueError(f"{self.path} takes {self.obs_dim} observation values and gives {self.action_dim} "
                              f"actions; the env observes {size} and acts with {int(np.prod(act.shape))}")  # fmt: skip
@@ -152,6 +175,25 @@ class TrainedPolicy:
             self.action_low, self.action_high, self._bounds_recorded = low, high, True
             self._to_env = ActionMap(low, high, (self.action_dim,), np.float32)
         self._to_env.shape, self._to_env.dtype = tuple(act.shape), np.dtype(act.dtype)
+
+
+class EndsAtSuccess(gymnasium.Wrapper):
+    """A Gymnasium env whose episode terminates at its first success, judged as training judged it
+    (`env.success_key` in the info, or `env.success_fn`), as training ended it with
+    `env.outcome=any_step`; `info["is_success"]` carries the judgement at each step."""
+
+    def __init__(self, env: gymnasium.Env, cfg: EnvConfig) -> None:
+        super().__init__(env)
+        self.success_key = cfg.success_key
+        self.success_fn = load_callable(cfg.success_fn, "env.success_fn") if cfg.success_fn else None
+
+    def step(self, action: Any):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if self.success_fn is not None:
+            success = _truth(self.success_fn(obs, info), "env.success_fn's value")
+        else:
+            success = _truth(info.get(self.success_key, False), f"info[{self.success_key!r}]")
+        return obs, reward, bool(terminated) or success, truncated, {**info, "is_success": success}
 
 
 def load_policy(checkpoint: str | Path, device: str | torch.device = "cpu", deterministic: bool = True,

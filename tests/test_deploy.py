@@ -58,6 +58,28 @@ def test_a_policy_steps_its_gymnasium_env_as_training_stepped_it(runs):
     np.testing.assert_allclose(acts[0], policy(obs), rtol=0, atol=1e-5)
 
 
+def test_a_gymnasium_envs_episode_ends_at_the_runs_horizon_and_first_success(runs):
+    # the toy env never ends an episode itself: training cut it at env.horizon (15) and at the first success
+    policy = load_policy(runs / "dict")
+    env = policy.make_env(tolerance=0.4)  # kwargs of the env's own: a wider goal, reached on some seeds
+    lengths, successes = [], 0
+    try:
+        for seed in range(12):
+            obs, _ = env.reset(seed=seed)
+            steps, done = 0, False
+            while not done:
+                obs, _, terminated, truncated, info = env.step(policy(obs))
+                steps, done = steps + 1, terminated or truncated
+                assert steps <= 15
+            assert terminated == info["is_success"] and truncated == (not info["is_success"] and steps == 15)
+            lengths.append(steps)
+            successes += info["is_success"]
+    finally:
+        env.close()
+    assert max(lengths) == 15 and lengths.count(15) == 12 - successes
+    assert 0 < successes < 12 and min(lengths) < 15
+
+
 def test_a_built_in_task_runs_at_the_version_and_horizon_it_trained_on(runs):
     policy = load_policy(runs / "reach" / "checkpoints" / "last.pt")
     env = policy.make_env()
@@ -116,6 +138,11 @@ def test_what_does_not_fit_is_one_line(runs):
          f"{where} was trained on the Dict keys ['goal', 'position']"),
         (lambda: load_policy(runs / "reach", decode="median"), "decode='median' is for a tokenized policy"),
         (lambda: load_policy(runs / "nothing"), "no checkpoint at"),
+        (lambda: policy({"position": np.array([np.nan, 0.0]), "goal": np.zeros(2)}),
+         f"{where}: its observation holds a non-finite value (nan at flat index 2)"),
+        (lambda: load_policy(runs / "dict", decode="bogus"), "decode='bogus' is invalid: must be None or one of"),
+        (lambda: load_policy(runs / "dict", decode="mean", deterministic=False), "decode='mean' chooses the"),
+        (lambda: load_policy(runs / "dict", device="tpu"), "device='tpu' is invalid"),
     ]
     for call, start in cases:
         with pytest.raises((ValueError, FileNotFoundError)) as err:
