@@ -201,10 +201,12 @@ def first_non_finite(obj: Any, where: str = "") -> str | None:
 
 # -- reading ------------------------------------------------------------------------------------
 def resolve(path: str | Path) -> Path:
-    """A checkpoint file, or a run directory meaning its `checkpoints/last.pt`."""
+    """A checkpoint file, or a run directory meaning its `checkpoints/last.pt` (or the run's
+    `checkpoints` folder itself, meaning its `last.pt`)."""
     path = Path(path)
     if path.is_dir():
-        path = path / "checkpoints" / "last.pt"
+        inside = path / "last.pt"
+        path = inside if inside.is_file() and not (path / "checkpoints").is_dir() else path / "checkpoints" / "last.pt"
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {path} (give a .pt file or a run directory)")
     return path

@@ -93,10 +93,19 @@ class TrainedPolicy:
     def act(self, obs: Any) -> np.ndarray:
         """A batch of observations (`[N, ...]`, or a Dict of `[N, ...]` arrays) -> `[N, ...]` actions."""
         if isinstance(obs, dict):
-            n = len(np.asarray(next(iter(obs.values()))))
-            rows = [{k: np.asarray(v)[i] for k, v in obs.items()} for i in range(n)]
+            read = self.obs_keys if self.obs_keys is not None else list(obs)
+            sizes = {k: len(np.asarray(obs[k])) if np.ndim(obs[k]) else 0 for k in read if k in obs}
+            if len(set(sizes.values())) > 1:
+                raise ValueError(f"{self.path}: act() was given a Dict whose arrays hold different numbers of rows "
+                                 f"({', '.join(f'{k}: {n}' for k, n in sizes.items())})")  # fmt: skip
+            n = next(iter(sizes.values()), 0)
+            rows = [{k: np.asarray(v)[i] for k, v in obs.items() if k in sizes} for i in range(n)]
         else:
-            rows = list(np.asarray(obs))
+            batch = np.asarray(obs)
+            if batch.ndim < 2:
+                raise ValueError(f"{self.path}: act() takes a batch [N, ...] of observations, got an array of shape "
+                                 f"{batch.shape}; one observation goes to policy(obs)")  # fmt: skip
+            rows = list(batch)
         if not rows:
             raise ValueError(f"{self.path}: act() was given no observations")
         flat = np.stack([self._flat(row) for row in rows])
@@ -151,6 +160,13 @@ class TrainedPolicy:
         from gymnasium import spaces
 
         obs_space, act = env.observation_space, env.action_space
+        if isinstance(env, gymnasium.vector.VectorEnv):  # one world's spaces; its batches go to act()
+            obs_space, act = env.single_observation_space, env.single_action_space
+        ident, task = self._identity, getattr(getattr(env, "unwrapped", env), "task", None)
+        if self.env_config.task and ident.get("version") is not None and getattr(task, "version", None) is not None:
+            if (task.name, task.version) != (ident["task"], ident["version"]):
+                raise ValueError(f"{self.path} was trained on {ident['task']}-v{ident['version']}; the env is "
+                                 f"{task.name}-v{task.version}")  # fmt: skip
         if self.obs_keys is not None:
             if not isinstance(obs_space, spaces.Dict) or any(k not in obs_space.spaces for k in self.obs_keys):
                 raise ValueError(f"{self.path} was trained on the Dict keys {self.obs_keys}; the env observes "

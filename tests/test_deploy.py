@@ -108,6 +108,9 @@ def test_a_built_in_task_runs_at_the_version_and_horizon_it_trained_on(runs):
     ckpt["env_identity"]["version"] = 0
     old = TrainedPolicy(ckpt, runs / "old.pt").make_env()
     assert old.spec.id == "grpo_robot/Reach-v0"
+    with pytest.raises(ValueError) as err:  # the current version's policy is refused on it
+        policy.check_env(old)
+    assert str(err.value) == f"{policy.path} was trained on Reach-v1; the env is Reach-v0"
     old.close()
 
 
@@ -160,6 +163,18 @@ def test_what_does_not_fit_is_one_line(runs):
         load_policy(runs / "dict", env=OtherBounds(DictPointReach()))
     assert str(err.value) == (f"{where} was trained on action bounds low=[-2, -2] high=[2, 2]; the env's are "
                               "low=[-1, -1] high=[1, 1]")  # fmt: skip
+    # one world's spaces of a vector env; a batch to act() as it returns it
+    vec = gymnasium.vector.SyncVectorEnv([DictPointReach, DictPointReach, DictPointReach])
+    batched = load_policy(runs / "dict" / "checkpoints", env=vec)  # the run's checkpoints folder: its last.pt
+    obs, _ = vec.reset(seed=3)
+    acts = batched.act(obs)
+    assert acts.shape == (3, 2) and vec.action_space.contains(acts)
+    vec.close()
+    for bad, start in ((np.zeros(4), "act() takes a batch [N, ...] of observations, got an array of shape (4,)"),
+                       ({"goal": np.zeros((2, 2)), "position": np.zeros((3, 2))}, "act() was given a Dict whose")):
+        with pytest.raises(ValueError) as err:
+            batched.act(bad)
+        assert str(err.value).startswith(f"{where}: {start}")
     # your own instance with the same spaces is taken, and its action dtype kept
     mine = load_policy(runs / "dict", env=DictPointReach())
     obs, _ = DictPointReach().reset(seed=0)
