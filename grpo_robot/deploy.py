@@ -25,6 +25,7 @@ trained to, or as `decode=` says. `policy.act(batch)` does the same for a batch 
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from pathlib import Path
 from typing import Any
@@ -130,6 +131,38 @@ class TrainedPolicy:
         _, action, _ = self.policy.sample(obs, None if self.deterministic else self.generator, self.deterministic)
         return action.float().cpu().numpy()
 
+    # -- export ----------------------------------------------------------------------------------------
+    def export(self, path: str | Path) -> Path:
+        """Write the deterministic policy as a `torch.export` program (`.pt2`), for a process that
+        has torch but not this package (a robot's computer): `torch.export.load(path).module()(obs)`
+        maps flat float32 observations `[N, obs_dim]` (a Dict's `meta["obs_keys"]`, concatenated in
+        that order) to float32 actions `[N, action_dim]` in the env's Box, the values `act` gives,
+        bit for bit. Its extra file `meta.json` (`torch.export.load(path, extra_files={"meta.json":
+        ""})`) names the env, the observation keys and sizes, the action bounds and the decode.
+        -> the path written (atomically)."""
+        import io
+        import json
+
+        from grpo_robot.checkpoint import write_bytes_atomic
+
+        if not self.deterministic:
+            raise ValueError("export writes the deterministic action; load the policy with deterministic=True")
+        if not self._bounds_recorded:
+            raise ValueError(f"{self.path} records no action bounds: give load_policy your env (env=...) to export it")
+        module = _Exported(copy.deepcopy(self.policy), self._to_env).to(self.device).eval().requires_grad_(False)
+        example = torch.zeros(2, self.obs_dim, device=self.device)
+        with torch.no_grad():
+            program = torch.export.export(module, (example,), dynamic_shapes=({0: torch.export.Dim("batch")},))
+        meta = {"checkpoint": str(self.path), "env": dataclasses.asdict(self.env_config),
+                "env_identity": self._identity, "obs_keys": self.obs_keys, "obs_dim": self.obs_dim,
+                "action_dim": self.action_dim, "action_low": self.action_low.tolist(),
+                "action_high": self.action_high.tolist(), "policy": type(self.policy).__name__,
+                "decode": getattr(self.policy, "decode", None)}  # fmt: skip
+        buffer = io.BytesIO()
+        torch.export.save(program, buffer, extra_files={"meta.json": json.dumps(meta, default=str)})
+        write_bytes_atomic(path, buffer.getbuffer())
+        return Path(path)
+
     # -- the env ---------------------------------------------------------------------------------------
     def make_env(self, **kwargs: Any):
         """The Gymnasium env this policy was trained on, one world, built as training built it (its
@@ -191,6 +224,22 @@ class TrainedPolicy:
             self.action_low, self.action_high, self._bounds_recorded = low, high, True
             self._to_env = ActionMap(low, high, (self.action_dim,), np.float32)
         self._to_env.shape, self._to_env.dtype = tuple(act.shape), np.dtype(act.dtype)
+
+
+class _Exported(torch.nn.Module):
+    """The deterministic policy and the [-1, 1] -> env Box mapping of `ActionMap`, in torch."""
+
+    def __init__(self, policy: torch.nn.Module, mapping: ActionMap) -> None:
+        super().__init__()
+        self.policy = policy
+        for name in ("_low0", "_span0", "_offset", "_scaled"):
+            self.register_buffer(name.lstrip("_"), torch.as_tensor(getattr(mapping, name)))
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        action = self.policy.sample(obs, None, True)[1]
+        a = action.to(torch.float64).clamp(-1.0, 1.0)
+        mapped = self.low0 + (a + 1.0) * 0.5 * self.span0
+        return torch.where(self.scaled, mapped, a + self.offset).to(torch.float32)
 
 
 class EndsAtSuccess(gymnasium.Wrapper):

@@ -9,7 +9,7 @@ import torch
 from test_train import small_config
 
 from grpo_robot import BatchedEnv, load_policy
-from grpo_robot.config import AlgoConfig, EnvConfig
+from grpo_robot.config import AlgoConfig, EnvConfig, PolicyConfig
 from grpo_robot.deploy import TrainedPolicy
 from grpo_robot.gym_vector import GymGroupEnv
 from grpo_robot.trainer import Trainer
@@ -24,6 +24,8 @@ def runs(tmp_path_factory):
     dict_env = EnvConfig(task=None, entry_point="toy_envs:DictPointReach", horizon=15, obs_keys=["goal", "position"])
     for name, env in (("dict", dict_env), ("reach", EnvConfig(task="Reach", horizon=20))):
         Trainer(small_config(env=env, algo=algo, iterations=1), root / name).run()
+    tokenized = PolicyConfig(type="tokenized", head="autoregressive", bins=32, hidden_sizes=[32, 32])
+    Trainer(small_config(env=dict_env, algo=algo, policy=tokenized, iterations=1), root / "tokenized").run()
     return root
 
 
@@ -207,3 +209,42 @@ def test_the_module_example_runs(runs, monkeypatch):
     scope: dict = {}
     exec(compile(code, "deploy example", "exec"), scope)  # noqa: S102 - the docstring's own example
     assert isinstance(scope["policy"], TrainedPolicy) and (scope["terminated"] or scope["truncated"])
+
+
+def test_an_exported_policy_gives_the_actions_without_this_package(runs, tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    # a Gaussian policy acting in [-2, 2] on a Dict's keys, and the autoregressive tokenized head's
+    # decoding loop with its median decode
+    cases = {"dict": load_policy(runs / "dict"), "tokenized": load_policy(runs / "tokenized", decode="median")}
+    obs = np.random.default_rng(0).standard_normal((7, 4)).astype(np.float32)
+    np.save(tmp_path / "obs.npy", obs)
+    for name, policy in cases.items():
+        assert policy.export(tmp_path / f"{name}.pt2") == tmp_path / f"{name}.pt2"
+    # a process that never imports grpo_robot: torch alone loads and runs them
+    child = ("import json, sys, numpy as np, torch\n"
+             "metas = {}\n"
+             "for name in sys.argv[1:]:\n"
+             "    files = {'meta.json': ''}\n"
+             "    m = torch.export.load(name + '.pt2', extra_files=files).module()\n"
+             "    with torch.no_grad():\n"
+             "        np.save(name + '_actions.npy', m(torch.as_tensor(np.load('obs.npy'))).numpy())\n"
+             "    metas[name] = json.loads(files['meta.json'])\n"
+             "assert 'grpo_robot' not in sys.modules\n"
+             "print(json.dumps(metas))")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", child, *cases], capture_output=True, text=True, check=True,
+                         cwd=tmp_path)  # fmt: skip
+    metas = json.loads(out.stdout)
+    for name, policy in cases.items():
+        actions = np.load(tmp_path / f"{name}_actions.npy")
+        np.testing.assert_array_equal(actions, policy.act({"goal": obs[:, :2], "position": obs[:, 2:]}))  # to the bit
+        with torch.no_grad():
+            unit = policy.policy.sample(torch.as_tensor(obs), None, True)[1].numpy()
+        np.testing.assert_allclose(actions, 2.0 * unit, rtol=0, atol=1e-6)  # the env's [-2, 2]
+        meta = metas[name]
+        assert meta["obs_keys"] == ["goal", "position"] and meta["action_low"] == [-2.0, -2.0]
+        assert meta["decode"] == ("median" if name == "tokenized" else None)
+    with pytest.raises(ValueError, match="export writes the deterministic action"):
+        load_policy(runs / "dict", deterministic=False).export(tmp_path / "x.pt2")
