@@ -508,7 +508,7 @@ def policy_from_record(record: dict[str, Any], device: str | torch.device = "cpu
 # others (temperature, init_std) are sampling settings: a clone takes the config's init_std, a
 # trained policy keeps its learned std (initial_policy_weights)
 ARCHITECTURE_KEYS = ("hidden_sizes", "activation", "obs_norm", "state_dependent_std", "squash", "bins", "head",
-                     "embed_dim", "learn_temperature", "bin_logits")  # fmt: skip
+                     "learn_temperature", "bin_logits", "embed_dim")  # fmt: skip
 
 
 def _full_kwargs(kind: str, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -612,6 +612,8 @@ def _check_architecture(record: dict[str, Any], cfg, where: str) -> None:
 
     mine, theirs = policy_kwargs(cfg.policy), _full_kwargs(record["type"], record["kwargs"])
     for key in ARCHITECTURE_KEYS:
+        if key == "embed_dim" and theirs.get("head") == mine.get("head") == "factorized":
+            continue  # only the autoregressive head embeds tokens
         if key in mine and key in theirs and theirs[key] != mine[key]:
             raise CheckpointError(f"{where} has policy.{key}={theirs[key]!r}, but the config has "
                                   f"policy.{key}={mine[key]!r}")  # fmt: skip

@@ -301,6 +301,10 @@ def test_mismatched_checkpoints_and_datasets_are_refused_naming_both_sides(tmp_p
     tok = small_config(init_from=str(path), policy=PolicyConfig(type="tokenized", hidden_sizes=[64, 64]))
     with pytest.raises(ValueError, match="policy.bins=16, but the config has policy.bins=256"):
         Trainer(tok, tmp_path / "b")
+    # the factorized head embeds no tokens: its embed_dim does not decide whether a clone fits
+    (tmp_path / "e").mkdir()
+    embedded, _ = make_bc_checkpoint(tmp_path / "e", "Reach", "tokenized", bins=16, embed_dim=64)
+    Trainer(replace(tok, init_from=str(embedded), policy=replace(tok.policy, bins=16)), tmp_path / "e" / "run").close()
     with pytest.raises(ValueError, match=r"is for Reach-v1 \(.*\), but the config has PushCube-v3 .*differ in task"):
         Trainer(replace(tok, env=EnvConfig(task="PushCube")), tmp_path / "c")
     data, _ = collect_demos("PushCube", 2)

@@ -287,7 +287,8 @@ MORE_TRAIN = [
     ("demos.noise", math.nan), ("demos.episodes", 0), ("demos.seed", -1), ("demos.max_attempts", 0),
     ("bc.lr", 0.0), ("bc.lr", math.nan), ("bc.weight_decay", math.inf), ("bc.weight_decay", 1e4),
     ("bc.val_fraction", -0.1), ("bc.batch_size", 0), ("bc.eval_every", 0), ("bc.patience", 0),
-    ("bc.token_sigma", math.inf), ("bc.token_sigma", -1.0), ("time_limit_min", 0.0), ("time_limit_min", -5.0),
+    ("bc.token_sigma", math.inf), ("bc.token_sigma", -1.0), ("policy.temperature", 1e-50),
+    ("time_limit_min", 0.0), ("time_limit_min", -5.0),
     ("target_success", 0.0), ("target_success", 1.5), ("target_success", math.nan), ("checkpoint_every", 0),
     ("eval_every", 0), ("eval_seeds", -1), ("eval_seeds", 2 * 10**9), ("max_env_steps", -1), ("iterations", -1),
     ("seed", 2**32), ("demos.path", " "), ("demos.expert", ""), ("init_from", " "), ("env.success_key", ""),
@@ -427,6 +428,9 @@ def test_presets_pass(overrides):
       ["policy.init_std=0.3583192724453277 has no effect on policy.type=tokenized with bin_logits=free",
        "policy.max_std=0.5 has no effect on policy.type=tokenized with bin_logits=free",
        "policy.squash=True has no effect on policy.type=tokenized with bin_logits=free"]),
+     (["policy=tokenized_factorized", "policy.embed_dim=64", "policy.init_std=0.5", "policy.max_std=null"],
+      ["policy.embed_dim=64 has no effect on policy.type=tokenized with head=factorized (only the autoregressive "
+       "head embeds its tokens)"]),
      (["policy.bins=64", "policy.decode=mean"],
       ["policy.bins=64 has no effect on policy.type=gaussian",
        "policy.decode=mean has no effect on policy.type=gaussian"])],
@@ -439,6 +443,18 @@ def test_policy_keys_the_policy_does_not_use_are_named(overrides, unused):
     cfg = compose_train_config(*overrides)
     validate(cfg)
     assert unused_policy_settings(cfg.policy) == unused
+
+
+def test_a_clone_that_can_learn_no_temperature_is_named():
+    from grpo_robot.config import unused_settings
+
+    line = ("bc.learn_std=true has no effect: policy.type=tokenized with learn_temperature=false and bin_logits=free "
+            "has no temperature or width to learn")  # fmt: skip
+    base = ("policy=tokenized_factorized", "pretrain=true", "bc.learn_std=true", "policy.init_std=0.5",
+            "policy.max_std=null")  # fmt: skip
+    assert unused_settings(compose_train_config(*base)) == [line]
+    assert unused_settings(compose_train_config(*base, "policy.learn_temperature=true")) == []
+    assert unused_settings(compose_train_config(*base, "policy.bin_logits=gaussian")) == []
 
 
 def test_collection_keys_a_dataset_makes_moot_are_named():

@@ -183,9 +183,14 @@ def unused_policy_settings(cfg: PolicyConfig) -> list[str]:
         takes.discard("init_std")  # the width the Gaussian bump starts at
         where += f" with bin_logits={cfg.bin_logits}"
     default = PolicyConfig()
-    return [f"policy.{f.name}={getattr(cfg, f.name)} has no effect on {where}" for f in dataclasses.fields(PolicyConfig)
-            if f.name not in ("type", "options") and f.name not in takes
-            and getattr(cfg, f.name) != getattr(default, f.name)]
+    fields = dataclasses.fields(PolicyConfig)
+    lines = [f"policy.{f.name}={getattr(cfg, f.name)} has no effect on {where}" for f in fields
+             if f.name not in ("type", "options") and f.name not in takes
+             and getattr(cfg, f.name) != getattr(default, f.name)]  # fmt: skip
+    if cfg.type == "tokenized" and cfg.head == "factorized" and cfg.embed_dim != default.embed_dim:
+        lines.append(f"policy.embed_dim={cfg.embed_dim} has no effect on policy.type=tokenized with head=factorized "
+                     "(only the autoregressive head embeds its tokens)")  # fmt: skip
+    return lines
 
 
 def unused_settings(cfg: Any) -> list[str]:
@@ -194,6 +199,11 @@ def unused_settings(cfg: Any) -> list[str]:
     from grpo_robot.registry import needs_critic
 
     lines = unused_policy_settings(cfg.policy)
+    pol = cfg.policy
+    if (getattr(cfg, "pretrain", True) and cfg.bc.learn_std and pol.type == "tokenized" and not pol.learn_temperature
+            and pol.bin_logits != "gaussian"):  # fmt: skip
+        lines.append(f"bc.learn_std=true has no effect: policy.type=tokenized with learn_temperature=false and "
+                     f"bin_logits={pol.bin_logits} has no temperature or width to learn")  # fmt: skip
     lines += _moved(cfg.algo.critic, CriticConfig(), "algo.critic.",
                     f"algo.advantage={cfg.algo.advantage} learns no critic (algo.advantage=gae does)",
                     not needs_critic(cfg.algo.advantage))  # fmt: skip

@@ -141,7 +141,8 @@ RANGES: dict[tuple[type, str], Range] = {
     (PolicyConfig, "init_std"): Range(*STD_BOUNDS, why=_STD_WHY),
     (PolicyConfig, "max_std"): Range(*STD_BOUNDS, why=_STD_WHY, null="e"),
     (PolicyConfig, "min_std"): Range(*STD_BOUNDS, why=_STD_WHY, null="e^-5"),
-    (PolicyConfig, "temperature"): Range(0, 100, low_open=True, why="it divides the logits"),
+    # far below the floor the float32 logits it divides overflow, and sampling gives NaN actions
+    (PolicyConfig, "temperature"): Range(1e-6, 100, why="it divides the logits"),
     (PolicyConfig, "bins"): Range(2, 65536, guard=True),
     (PolicyConfig, "embed_dim"): Range(1, 65536, guard=True),
     (PolicyConfig, "free_logits_lr"): Range(0, 10, why="a fraction of algo.lr; 0 freezes the free logits"),
