@@ -58,6 +58,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: --out={args.out}: its study.db is not an SQLite database (a study's)", file=sys.stderr)
         return 2
     if not args.report:
+        import signal
+
+        def terminated(signum, frame):  # SIGTERM (timeout, a scheduler, docker stop) outside a run: as Ctrl-C
+            raise _Terminated()
+
+        previous = signal.signal(signal.SIGTERM, terminated)  # a run installs its own and puts this one back
         try:
             tune.run(space, args.out, args.trials, log=lambda line: print(line, flush=True), enqueue=enqueue,
                      any_machine=args.any_machine)  # fmt: skip
@@ -67,16 +73,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         except tune.TuneInterrupted as err:
             print(f"error: the search stopped: {err}; the trial is left failed, run the command again to go on",
                   file=sys.stderr)  # fmt: skip
-            import signal
-
             return 128 + int(getattr(signal, err.signal)) if err.signal else 1  # a stop, not a failure
         except OSError as err:
             print(f"error: --out={args.out}: {err.strerror or err} ({err.filename or args.out})", file=sys.stderr)
             return 1
-        except KeyboardInterrupt:  # outside a run (composing a draw, between seeds): nothing to save
-            print("error: the search stopped (SIGINT); the trial in progress is left failed, run the command again "
-                  "to go on", file=sys.stderr)  # fmt: skip
-            return 130
+        except KeyboardInterrupt as err:  # outside a run (composing a draw, between seeds): nothing to save
+            name = "SIGTERM" if isinstance(err, _Terminated) else "SIGINT"
+            print(f"error: the search stopped ({name}); the trial in progress is left failed, run the command "
+                  "again to go on", file=sys.stderr)  # fmt: skip
+            return 128 + int(getattr(signal, name))
+        finally:
+            signal.signal(signal.SIGTERM, previous)
     if args.report and not (args.out / "study.db").is_file():  # a mistyped --out made an empty study
         print(f"error: --out={args.out}: no study there (study.db); give the --out of a search", file=sys.stderr)
         return 2
@@ -86,6 +93,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     return 0
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM outside a run: ends the search as Ctrl-C does, the trial in progress left failed (it
+    stayed "running" in the study for good)."""
 
 
 def _is_sqlite(path: Path) -> bool:

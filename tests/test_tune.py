@@ -99,6 +99,10 @@ def test_run_cost_counts_steps_to_target_and_ranks_censored_runs_by_how_far_they
     assert tune.run_cost(space, short, 0.25)[0] == pytest.approx(6000 * (2 - 0.25 / 0.3))  # training success counts
     nothing = {"target": {"reached": False}, "eval": {"success_rate": 0.0}, "best_eval": 0.0}
     assert tune.run_cost(space, nothing, 0.0)[0] == 12000 > tune.run_cost(space, short, 0.1)[0] > 4096
+    # reached at the evaluation of the iteration that passed the budget: it costs the budget, below every
+    # censored run (its 6144 env steps ranked it behind a run that never reached the target)
+    late = {**reached, "target": {**reached["target"], "env_steps": 6144}}
+    assert tune.run_cost(space, late, 0.0) == (6000.0, 0.35) and 6000 < tune.run_cost(space, short, 0.29)[0]
 
 
 def test_a_seconds_search_scores_wall_clock_without_evaluations_and_budgets_by_time(tmp_path):
@@ -325,6 +329,68 @@ def test_a_diverged_run_is_a_censored_result_and_the_search_goes_on(tmp_path, mo
     assert second["trial"] == 1 and "| 0 | complete |" in stdout and "| 1 | complete |" in stdout
 
 
+def test_a_run_that_diverges_before_any_evaluation_is_censored_too(tmp_path, monkeypatch):
+    # its summary has no evaluation: the search's log line raised on the missing success
+    from grpo_robot.trainer import Trainer
+
+    space_file = tmp_path / "space.yaml"
+    space_file.write_text(TINY.replace("seeds: [0, 1]", "seeds: [0]"))
+    run = Trainer.run
+
+    def diverges_at_once(self):
+        summary = run(self)
+        return {**summary, "stopped": "error", "error": "3 optimizer steps in a row were non-finite", "diverged": True,
+                "eval": None, "best_eval": None, "target": {"target": 0.3, "reached": False}}  # fmt: skip
+
+    monkeypatch.setattr(Trainer, "run", diverges_at_once)
+    code, stdout, stderr = run_cli(str(space_file), "--out", str(tmp_path / "study"), "--trials", "1")
+    assert code == 0, stderr
+    assert "trial 0 seed 0: not reached, cost" in stdout and "no evaluation, diverged" in stdout
+    (rec,) = [json.loads(line) for line in (tmp_path / "study" / "runs.jsonl").read_text().splitlines()]
+    assert rec["final_success"] is None and rec["cost"] >= 6000 and "| 0 | complete |" in stdout
+
+
+def test_sigterm_outside_a_run_leaves_the_trial_failed_in_one_line(tmp_path, monkeypatch):
+    # what timeout, a scheduler or docker stop send: the trial stayed "running" in the study for good
+    import os
+    import signal
+    import time
+
+    space_file = tmp_path / "space.yaml"
+    space_file.write_text(TINY)
+
+    def terminated(space, config, run_dir):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(10)
+
+    monkeypatch.setattr(tune, "train_one", terminated)
+    before = signal.getsignal(signal.SIGTERM)
+    code, _, stderr = run_cli(str(space_file), "--out", str(tmp_path / "study"), "--trials", "1")
+    assert code == 143 and stderr.strip() == ("error: the search stopped (SIGTERM); the trial in progress is left "
+                                              "failed, run the command again to go on")  # fmt: skip
+    assert signal.getsignal(signal.SIGTERM) == before
+    code, stdout, _ = run_cli(str(space_file), "--out", str(tmp_path / "study"), "--report")
+    assert code == 0 and "| 0 | fail |" in stdout and "running" not in stdout
+
+
+def test_a_study_refuses_new_choices_or_another_task_version(tmp_path, monkeypatch):
+    space_file = tmp_path / "space.yaml"
+    space_file.write_text(TINY)
+    monkeypatch.setattr(tune, "train_one", lambda space, config, run_dir: {
+        "seed": config.seed, "cost": 1.0, "reached": True, "final_success": 0.5, "seconds": 1.0, "stopped": "target"})
+    tune.run(tune.load_space(space_file), tmp_path / "study", 1, log=lambda line: None)
+    space_file.write_text(TINY.replace("choices: [0.3, 1.0]", "choices: [0.3, 1.0, 2.0]"))
+    code, _, stderr = run_cli(str(space_file), "--out", str(tmp_path / "study"), "--trials", "2")
+    assert code == 2 and stderr.strip() == (
+        f"error: {tmp_path / 'study'} holds trials that drew policy.init_std from [0.3, 1.0], and {space_file} offers "
+        "[0.3, 1.0, 2.0]; a study keeps a categorical's choices: start a new --out (or keep the list and narrow it "
+        "with when:)")  # Optuna's own traceback, in this trial and every one after  # fmt: skip
+    space_file.write_text(TINY.replace('overrides: [', 'overrides: ["env.task=Reach-v0", '))
+    code, _, stderr = run_cli(str(space_file), "--out", str(tmp_path / "study"), "--trials", "2")
+    assert code == 2 and stderr.startswith(f"error: {tmp_path / 'study'} holds a study scored with task='Reach-v1', "
+                                           f"and {space_file} has task='Reach-v0'")  # fmt: skip
+
+
 def test_a_curriculums_easier_starts_are_no_measure_of_a_censored_run():
     assert tune.own_starts_success({"charts/train_success": 0.8, "charts/difficulty": 0.5}) is None
     assert tune.own_starts_success({"charts/train_success": 0.25, "charts/difficulty": 1.0}) == 0.25
@@ -491,6 +557,12 @@ def test_more_bad_spaces_and_enqueues_are_one_line(tmp_path):
         (TINY.replace('overrides: [', 'overrides: ["eval_seeds=7", '), "overrides sets eval_seeds, which the space "
          "sets itself: use the space's eval_seeds"),  # it was replaced by the space's 20, silently
         (TINY.replace("target: 0.3", "target: 9e-1"), "target='9e-1' is invalid: must be a number > 0"),  # a crash
+        # a searched seed or budget trained another value than the record named, silently
+        (TINY + "  seed: {choices: [0, 1]}\n", "params.seed is not a setting to search: use the space's seeds"),
+        (TINY + "  max_env_steps: {choices: [1000, 2000]}\n", "params.max_env_steps is not a setting to search"),
+        (TINY.replace('overrides: [', 'overrides: ["resume=true", '), "overrides sets resume: every trial's seeds"),
+        (TINY.replace('overrides: [', 'overrides: ["algo.lr=0.001", '),
+         "overrides fixes algo.lr, which params searches; keep it in one of the two"),  # the report's line had both
     ]:
         space_file.write_text(text)
         with pytest.raises(ValueError, match=re.escape(message)):

@@ -54,6 +54,11 @@ SPACE_OWNED = {"experiment": "use the space's experiment", "seed": "use the spac
                "eval_every": "use the space's eval_every", "eval_seeds": "use the space's eval_seeds",
                "time_limit_min": "use the space's time_limit_min", "iterations": "", "progress": ""}  # fmt: skip
 
+# keys a search's runs must not take from a space: each trial's seeds are runs of their own
+RUN_KEYS = {"resume": "every trial's seeds are new runs (to go on with a search, run tune.py again with its --out)",
+            "init_from": "name the clone in the experiment or its pretrain settings, not per trial",
+            "hooks": "", "plugins": ""}  # fmt: skip
+
 
 class OtherMachine(ValueError):
     """A `seconds` study's earlier runs were timed on another machine: its costs and new ones
@@ -172,6 +177,9 @@ class Space:
     time_limit_min: float | None = None  # the budget of a `seconds` search (each run's time limit)
     prune_after: int | None = 1  # seeds a trial runs before the pruner may stop it; None: never pruned
     source: str = field(default="", compare=False)
+    # the env its runs train on, as composed (a built-in task's version id: a preset's env moves to a new
+    # version when the task does, and a study's costs would then not compare)
+    task: str | None = field(default=None, compare=False)
 
     @property
     def budget(self) -> float:
@@ -227,6 +235,9 @@ def load_space(path: str | Path) -> Space:
         raise ValueError(f"{path}: unknown key {unknown[0]!r}; allowed: {', '.join(sorted(TUNE_KEYS))}")
     params: list[Param] = []
     for key, spec in (raw.get("params") or {}).items():
+        if key in SPACE_OWNED or key in RUN_KEYS:  # every run would have another value than its record says
+            raise ValueError(f"{path}: params.{key} is not a setting to search: "
+                             f"{SPACE_OWNED.get(key) or RUN_KEYS.get(key) or 'every run has it as the space fixes it'}")
         if not isinstance(spec, dict) or not (set(spec) <= {"low", "high", "log", "choices", "when"}):
             raise ValueError(f"{path}: params.{key} must be {{low, high[, log]}} or {{choices: [...]}} "
                              f"(each with an optional when: {{KEY: VALUES}}), got {spec!r}")  # fmt: skip
@@ -270,11 +281,16 @@ def load_space(path: str | Path) -> Space:
     overrides = raw.get("overrides") or []
     if not isinstance(overrides, list) or not all(isinstance(o, str) for o in overrides):
         raise ValueError(f"{path}: overrides must be a list of KEY=VALUE strings, got {overrides!r}")
+    searched = {p.key for p in params}
     for override in overrides:  # the keys the space sets itself would replace these silently
         key = override.partition("=")[0].lstrip("+~")
         if key in SPACE_OWNED:
             raise ValueError(f"{path}: overrides sets {key}, which the space sets itself: "
                              f"{SPACE_OWNED[key] or 'every run has it as the space fixes it'}")  # fmt: skip
+        if key in RUN_KEYS:
+            raise ValueError(f"{path}: overrides sets {key}: {RUN_KEYS[key]}")
+        if key in searched:  # the draw would train, and the fixed value would win in the report's command line
+            raise ValueError(f"{path}: overrides fixes {key}, which params searches; keep it in one of the two")
     for key, kinds in (("target", (int, float)), ("max_env_steps", (int,)), ("eval_every", (int,)),
                        ("eval_seeds", (int,)), ("time_limit_min", (int, float))):  # fmt: skip
         value = raw.get(key)
@@ -298,7 +314,7 @@ def load_space(path: str | Path) -> Space:
         params = [replace(p, low=float(p.low), high=float(p.high)) if p.choices is None and isinstance(p.low, int)
                   and isinstance(p.high, int) and _is_float_key(base, p.key) else p
                   for p in params]  # fmt: skip
-        space = replace(space, params=tuple(params))
+        space = replace(space, params=tuple(params), task=_env_of(base))
         checks = [({}, seed) for seed in seeds]
         for p in params:
             enabling = {key: allowed[0] for key, allowed in p.when}  # a conditional param where it is drawn
@@ -317,6 +333,14 @@ def load_space(path: str | Path) -> Space:
     except Exception as err:  # noqa: BLE001  (Hydra's own errors on a bad override)
         raise ValueError(f"{path}: {type(err).__name__}: {str(err).splitlines()[0]}") from None
     return space
+
+
+def _env_of(base) -> str:
+    """What a composed config trains on: a built-in task's version id, or a Gymnasium env's id or entry point."""
+    from grpo_robot.envs import pinned_id
+
+    env = base.env
+    return pinned_id(env.task) if env.task else str(env.id or env.entry_point)
 
 
 def _selected(base, key: str) -> Any:
@@ -386,8 +410,10 @@ def run_cost(space: Space, summary: dict, train_success: float) -> tuple[float, 
     final = (summary.get("eval") or {}).get("success_rate", 0.0)
     best = max(summary.get("best_eval") or 0.0, final, train_success)
     if target.get("reached"):
-        cost = target["env_steps" if space.objective == "env_steps" else "train_seconds"]
-        return float(cost), float(target["success"])
+        # the budget is checked after an iteration, whose evaluation may reach the target past it: such a
+        # run costs the budget, below any censored run (which costs more than it), never above one
+        cost = min(float(target["env_steps" if space.objective == "env_steps" else "train_seconds"]), space.budget)
+        return cost, float(target["success"])
     return space.budget * (2.0 - min(best, space.target) / space.target), best
 
 
@@ -458,12 +484,16 @@ def study(space: Space, out: Path, sampler_seed: int = 0, record: bool = True):
     scoring = {"experiment": space.experiment, "objective": space.objective, "target": space.target,
                "max_env_steps": space.max_env_steps, "time_limit_min": space.time_limit_min,
                "seeds": list(space.seeds), "eval_every": space.eval_every, "eval_seeds": space.eval_seeds}  # fmt: skip
+    if space.task is not None:
+        scoring["task"] = space.task
     held = st.user_attrs.get("scoring")
     if held is None:
         if record:
             st.set_user_attr("scoring", scoring)
-    elif held != scoring:  # values scored otherwise would be ranked, and learned from, as one
-        key = next(k for k in scoring if held.get(k) != scoring[k])
+    elif any(held.get(k) != scoring[k] for k in scoring if k != "task" or "task" in held):
+        # values scored otherwise would be ranked, and learned from, as one (a study made before the task
+        # was kept with it is compared on the rest)
+        key = next(k for k in scoring if held.get(k) != scoring[k] and (k != "task" or "task" in held))
         raise OtherScoring(f"{out} holds a study scored with {key}={held.get(key)!r}, and {space.source} has "
                            f"{key}={scoring[key]!r}; its values would not compare: start a new --out")  # fmt: skip
     # The sampler's stream starts over in every process: seeded with the seed alone, a resumed
@@ -474,6 +504,19 @@ def study(space: Space, out: Path, sampler_seed: int = 0, record: bool = True):
     seed = int(np.random.SeedSequence([sampler_seed, len(st.trials)]).generate_state(1)[0])
     st.sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=min(5, max(1, len(space.params))))
     return st
+
+
+def check_choices(space: Space, st, out: Path) -> None:
+    """`OtherScoring` when a categorical param's choices differ from those the study's trials drew
+    from: Optuna's TPE samples one categorical's choices over a whole study (a new list raised its
+    own traceback, in every trial after)."""
+    for t in st.trials:
+        for p in space.params:
+            drawn = getattr(t.distributions.get(p.key), "choices", None)
+            if p.choices is not None and drawn is not None and tuple(drawn) != tuple(p.choices):
+                raise OtherScoring(f"{out} holds trials that drew {p.key} from {list(drawn)}, and {space.source} "
+                                   f"offers {list(p.choices)}; a study keeps a categorical's choices: start a new "
+                                   "--out (or keep the list and narrow it with when:)")  # fmt: skip
 
 
 def parse_enqueue(space: Space, items: Sequence[str]) -> dict[str, Any]:
@@ -559,6 +602,7 @@ def run(space: Space, out: Path, trials: int, log: Callable[[str], None] = print
 
     if done() < trials and not any_machine:
         check_machine(space, out)  # before anything is added to the study
+    check_choices(space, st, out)
     if enqueue and not _has_trial(st, enqueue):
         st.enqueue_trial(enqueue)
 
@@ -588,8 +632,11 @@ def run(space: Space, out: Path, trials: int, log: Callable[[str], None] = print
             costs.append(rec["cost"])
             outcome = "reached" if rec["reached"] else "not reached"
             unit, div = space.unit
+            final = "no evaluation" if rec.get("final_success") is None else f"final {rec['final_success']:.1%}"
+            if rec.get("stopped") == "diverged":
+                final += ", diverged"
             log(f"trial {trial.number} seed {seed}: {outcome}, cost {rec['cost'] / div:.2f} {unit}, "
-                f"final {rec['final_success']:.1%}, {rec['seconds']:.0f} s")  # fmt: skip
+                f"{final}, {rec['seconds']:.0f} s")  # fmt: skip
             trial.report(sum(costs) / len(costs), k)
             if k < len(space.seeds) - 1 and should_prune(st, trial.number, k, sum(costs) / len(costs),
                                                          space.prune_after):  # fmt: skip
