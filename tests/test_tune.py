@@ -73,7 +73,10 @@ def test_a_search_trains_every_seed_scores_the_runs_and_resumes(tmp_path):
     for trial in (0, 1):
         costs = [r["cost"] for r in runs if r["trial"] == trial]
         assert values[trial] == pytest.approx(sum(costs) / len(costs))
-    assert "| trial | state | value (M) | algo.lr | algo.epochs | policy.init_std |" in stdout
+    assert "| trial | state | value (M) | reached | algo.lr | algo.epochs | policy.init_std |" in stdout
+    for trial in (0, 1):  # how many of its seeds reached the target, as the runs recorded it
+        share = f"{sum(r['reached'] for r in runs if r['trial'] == trial)}/2"
+        assert re.search(rf"^\| {trial} \| complete \| [0-9.]+ \| {share} \|", stdout, re.M), stdout
     assert "best: trial " in stdout
     # the same command with more trials resumes the study: trials 0 and 1 are not run again
     code, stdout, _ = run_cli(str(space_file), "--out", str(out), "--trials", "3")

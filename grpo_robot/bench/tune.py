@@ -80,15 +80,26 @@ def check_machine(space: Space, out: Path, current: dict | None = None) -> None:
         return
     current = machine.describe() if current is None else current
     mine = {k: current.get(k) for k in MACHINE_KEYS}
-    for line in runs.read_text().splitlines():
-        try:
-            theirs = json.loads(line).get("machine") or {}
-        except (ValueError, AttributeError):  # a blank line, or one cut short by a kill
-            continue
+    for record in run_records(out):
+        theirs = record.get("machine") or {}
         if theirs and {k: theirs.get(k) for k in MACHINE_KEYS} != mine:
             raise OtherMachine(f"{out}: its runs were timed on {machine.one_line(theirs)}, this is "
                                f"{machine.one_line(current)}; seconds do not compare across machines: go on "
                                "there, start a new --out, or pass --any-machine")  # fmt: skip
+
+
+def run_records(out: Path) -> list[dict]:
+    """The runs of `<out>/runs.jsonl`, one record per seed run (none where there is no file)."""
+    runs = out / "runs.jsonl"
+    records = []
+    for line in runs.read_text().splitlines() if runs.is_file() else []:
+        try:
+            record = json.loads(line)
+        except ValueError:  # a blank line, or one cut short by a kill
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+    return records
 
 
 class OtherScoring(ValueError):
@@ -672,8 +683,13 @@ def report(space: Space, out: Path) -> list[str]:
         for p in space.params),  # fmt: skip
         f"preset {space.experiment}, seeds {list(space.seeds)}, target {space.target:.0%}, budget "
         f"{space.budget / div:g} {unit} per run; value: mean {space.objective.replace('_', ' ')} to target", "",
-        f"| trial | state | value ({head}) | " + " | ".join(keys + ["fixed"] * show_fixed) + " |",
-        "| ---: | --- | ---: |" + " --- |" * (len(keys) + show_fixed)]  # fmt: skip
+        f"| trial | state | value ({head}) | reached | " + " | ".join(keys + ["fixed"] * show_fixed) + " |",
+        "| ---: | --- | ---: | ---: |" + " --- |" * (len(keys) + show_fixed)]  # fmt: skip
+    # how many of a trial's seed runs reached the target (a censored run's cost is no time to target)
+    reached: dict[int, list[bool]] = {}
+    for record in run_records(out):
+        if isinstance(record.get("trial"), int):
+            reached.setdefault(record["trial"], []).append(bool(record.get("reached")))
     # complete trials by value, then pruned ones by the mean of the seeds they ran (Optuna keeps that
     # partial mean as a pruned trial's value: it is not comparable with a full one), then the rest
     rank = {"COMPLETE": 0, "PRUNED": 1}
@@ -684,7 +700,9 @@ def report(space: Space, out: Path) -> list[str]:
             value += f" ({len(t.intermediate_values)} of {len(space.seeds)} seeds)"
         cells = [_fmt(t.params.get(k)) for k in keys] + [fixed[t.number]] * show_fixed
         state = "refused" if "refused" in t.user_attrs else t.state.name.lower()
-        lines.append(f"| {t.number} | {state} | {value} | " + " | ".join(cells) + " |")
+        runs = reached.get(t.number, [])
+        share = f"{sum(runs)}/{len(runs)}" if runs else "-"
+        lines.append(f"| {t.number} | {state} | {value} | {share} | " + " | ".join(cells) + " |")
     complete = [t for t in st.trials if t.state.name == "COMPLETE" and t.value is not None]
     if complete:
         best = min(complete, key=lambda t: t.value)
