@@ -626,8 +626,11 @@ def check_resumable(ckpt: dict[str, Any], policy: Policy, needs_reference: bool,
     path = getattr(ckpt, "path", None) or "the checkpoint"
     check(ckpt, path, "resume")
     record, mine = ckpt["policy"], policy_record(policy)
-    record = {**record, "kwargs": _full_kwargs(record["type"], record["kwargs"])}
-    mine = {**mine, "kwargs": _full_kwargs(mine["type"], mine["kwargs"])}  # a subclass's own arguments on both sides
+    # a subclass's own arguments on both sides; not `decode`, which only chooses the deterministic action
+    # (a resumed run may evaluate otherwise: grpo_robot/resume.py)
+    record = {**record, "kwargs": {k: v for k, v in _full_kwargs(record["type"], record["kwargs"]).items()
+                                   if k != "decode"}}  # fmt: skip
+    mine = {**mine, "kwargs": {k: v for k, v in _full_kwargs(mine["type"], mine["kwargs"]).items() if k != "decode"}}
     for key in ("type", "obs_dim", "action_dim", "kwargs"):
         if record[key] != mine[key]:
             raise CheckpointError(f"cannot resume from {path}: its policy {key}={record[key]!r}, the config gives "

@@ -14,11 +14,13 @@ from typing import Any
 from grpo_robot.config import TrainConfig, config_dict, migrate, to_train_config
 from grpo_robot.rundir import shell_override
 
-# keys a resumed run may change: budgets, schedules of evaluation and saving, the device, the
-# console, and physics threads (bit-identical for any count)
+# keys a resumed run may change: budgets, schedules of evaluation and saving, how evaluation acts
+# (a tokenized policy's decode too: training samples), the device, the console, and physics threads
+# (bit-identical for any count)
 SAFE_KEYS = (
     "iterations", "max_env_steps", "time_limit_min", "eval_every", "eval_min_train_success", "eval_seeds",
-    "eval_deterministic", "eval_at_start", "target_success", "checkpoint_every", "progress", "device", "resume",
+    "eval_deterministic", "policy.decode", "eval_at_start", "target_success", "checkpoint_every", "progress",
+    "device", "resume",
     "env.nthread", "env.step_timeout_s", "env.vector", "rollout", "ray", "loggers", "wandb", "video_every",
     "video_episodes", "render", "hooks", "plugins",
 )  # fmt: skip

@@ -212,8 +212,11 @@ class Trainer:
             if reached.get("reached") and reached.get("target") == cfg.target_success:
                 self.target = dict(reached)
             before = ckpt["config"]
-            self._eval_changed = (before.get("eval_seeds"), before.get("eval_deterministic")) != (
-                cfg.eval_seeds, cfg.eval_deterministic)  # fmt: skip
+            deterministic = cfg.eval_deterministic
+            then = (before.get("policy") or {}).get("decode", cfg.policy.decode) if deterministic else None
+            now = cfg.policy.decode if deterministic else None
+            self._eval_changed = (before.get("eval_seeds"), before.get("eval_deterministic"), then) != (
+                cfg.eval_seeds, deterministic, now)  # fmt: skip
 
     @property
     def policy(self) -> Policy:
@@ -458,6 +461,8 @@ class Trainer:
         elif self._eval_changed:
             saved = checkpoint.load(path, map_location=self.device, purpose="resume")
             policy = checkpoint.policy_from_record(saved["policy"], self.device, path)
+            if getattr(policy, "decode", None) is not None:  # evaluated as this run now decodes
+                policy.decode = self.cfg.policy.decode
             self.best_eval = self._evaluate(policy, int(saved["iteration"])).rate
 
     def close(self) -> None:

@@ -900,6 +900,26 @@ def test_a_resume_that_evaluates_otherwise_compares_its_evaluations_with_best_pt
     assert (tmp_path / "new" / "checkpoints" / "best.pt").exists()
 
 
+def test_a_resume_may_change_a_tokenized_policys_decode_and_evaluates_best_pt_with_it(tmp_path):
+    # policy.decode only chooses the deterministic action (training samples): a resume refused it as a
+    # change of the policy; best.pt is evaluated again with the new decode, as for other eval settings
+    point = EnvConfig(task=None, entry_point="toy_envs:PointReach", horizon=10, kwargs={"tolerance": 0.5})
+    tokenized = PolicyConfig(type="tokenized", bins=16, hidden_sizes=[32, 32], decode="mode")
+    cfg = small_config(iterations=2, eval_every=1, eval_seeds=30, env=point, policy=tokenized)
+    Trainer(cfg, tmp_path / "run").run()
+    best = checkpoint.load(tmp_path / "run" / "checkpoints" / "best.pt", purpose="resume")
+    mean = replace(cfg, policy=replace(tokenized, decode="mean"), resume=str(tmp_path / "run"))
+    check = Trainer(replace(mean, resume=None), tmp_path / "check")
+    check.policy.load_state_dict(best["policy"]["state_dict"])
+    expected = check.evaluate().rate  # best.pt's policy decoded by its mean
+    resumed = Trainer(mean, tmp_path / "run")
+    assert resumed.policy.decode == "mean"
+    resumed.run()
+    assert resumed.best_eval == pytest.approx(expected)
+    with pytest.raises(ValueError, match="policy.bins=8 differs from the run's policy.bins=16"):
+        Trainer(replace(mean, policy=replace(tokenized, bins=8)), tmp_path / "run")  # what is trained still may not
+
+
 class Counter(Hook):
     """Counts iterations, as state a checkpoint keeps."""
 
