@@ -428,6 +428,12 @@ def test_an_enqueued_trial_runs_the_given_values_and_bad_ones_are_one_line(tmp_p
         lines = [line for line in stderr.splitlines() if line.strip()]
         assert code == 2 and len(lines) == 1 and re.search(message, lines[0]), stderr
     assert len((out / "runs.jsonl").read_text().splitlines()) == 1  # nothing ran
+    # values a trial ran already, or a study that holds --trials: said, not silently skipped or left waiting
+    code, stdout, _ = run_cli(str(space_file), "--out", str(out), "--trials", "1", "--enqueue", "algo.lr=0.002")
+    assert code == 0 and "--enqueue: trial 0 ran these values already; nothing enqueued" in stdout
+    code, stdout, _ = run_cli(str(space_file), "--out", str(out), "--trials", "1", "--enqueue", "algo.lr=0.003")
+    assert code == 0 and "--enqueue: the study holds --trials=1 already; nothing enqueued" in stdout
+    assert "waiting" not in stdout and len((out / "runs.jsonl").read_text().splitlines()) == 1
 
 
 def test_a_draw_the_config_refuses_trains_nothing_and_the_search_goes_on(tmp_path, monkeypatch):

@@ -584,15 +584,15 @@ def _append_line(path: Path, line: str) -> None:
 MAX_REFUSED_DRAWS = 50  # draws in a row the config refuses before the search gives up
 
 
-def _has_trial(st, values: dict[str, Any]) -> bool:
-    """Whether the study has a trial with `values` that ran (finished or pruned) or waits to run;
-    a failed one (an interrupted run) does not count, so the values are run again."""
+def _has_trial(st, values: dict[str, Any]) -> int | None:
+    """The number of a trial of the study with `values` that ran (finished or pruned) or waits to
+    run, or None; a failed one (an interrupted run) does not count, so the values are run again."""
     for t in st.trials:
         params = t.params if t.state.name in ("COMPLETE", "PRUNED") else (
             t.system_attrs.get("fixed_params", {}) if t.state.name == "WAITING" else None)
         if params is not None and all(k in params and params[k] == v for k, v in values.items()):
-            return True
-    return False
+            return t.number
+    return None
 
 
 def run(space: Space, out: Path, trials: int, log: Callable[[str], None] = print,
@@ -614,8 +614,15 @@ def run(space: Space, out: Path, trials: int, log: Callable[[str], None] = print
     if done() < trials and not any_machine:
         check_machine(space, out)  # before anything is added to the study
     check_choices(space, st, out)
-    if enqueue and not _has_trial(st, enqueue):
-        st.enqueue_trial(enqueue)
+    if enqueue:
+        earlier = _has_trial(st, enqueue)
+        if earlier is not None:  # it said nothing, and a reader looked for the trial that never came
+            log(f"--enqueue: trial {earlier} {'waits to run' if st.trials[earlier].state.name == 'WAITING' else 'ran'} "
+                "these values already; nothing enqueued")  # fmt: skip
+        elif done() >= trials:
+            log(f"--enqueue: the study holds --trials={trials} already; nothing enqueued (raise --trials to run it)")
+        else:
+            st.enqueue_trial(enqueue)
 
     base = []  # the space's composition, made at the first draw: each seed's config sets leaves on it
 
