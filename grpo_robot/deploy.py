@@ -11,8 +11,9 @@ observation to the env's own action.
         if terminated or truncated:
             break
 
-`make_env()` ends an episode at its first success (judged as training judged it, in
-`info["is_success"]`) and at the run's horizon, as training did. `policy(obs)` takes an
+`make_env()` ends an episode at the run's horizon and, with `env.outcome=any_step` (the default),
+at its first success, judged as training judged it and given in `info["is_success"]`, as
+training did. `policy(obs)` takes an
 observation as the env returns it (a Box's array, or a Dict, of which it
 reads the keys it was trained on, in their order) and returns the action in the env's Box: the
 [-1, 1] action the policy emits, mapped onto the bounds it was trained with, as training stepped
@@ -95,6 +96,9 @@ class TrainedPolicy:
         """A batch of observations (`[N, ...]`, or a Dict of `[N, ...]` arrays) -> `[N, ...]` actions."""
         if isinstance(obs, dict):
             read = self.obs_keys if self.obs_keys is not None else list(obs)
+            if all(np.ndim(obs[k]) < 2 for k in read if k in obs):
+                raise ValueError(f"{self.path}: act() takes a batch, a Dict of [N, ...] arrays, got one of vectors; "
+                                 "one observation goes to policy(obs)")  # fmt: skip
             sizes = {k: len(np.asarray(obs[k])) if np.ndim(obs[k]) else 0 for k in read if k in obs}
             if len(set(sizes.values())) > 1:
                 raise ValueError(f"{self.path}: act() was given a Dict whose arrays hold different numbers of rows "
@@ -136,9 +140,11 @@ class TrainedPolicy:
         """Write the deterministic policy as a `torch.export` program (`.pt2`), for a process that
         has torch but not this package (a robot's computer): `torch.export.load(path).module()(obs)`
         maps flat float32 observations `[N, obs_dim]` (a Dict's `meta["obs_keys"]`, concatenated in
-        that order) to float32 actions `[N, action_dim]` in the env's Box, the values `act` gives,
-        bit for bit. Its extra file `meta.json` (`torch.export.load(path, extra_files={"meta.json":
-        ""})`) names the env, the observation keys and sizes, the action bounds and the decode.
+        that order; a 2-D float32 tensor) to float32 actions `[N, action_dim]` in the env's Box, the
+        values `act` gives, bit for bit; a row whose observation is not finite gives NaN actions (where
+        `act` refuses it), so check them before they reach a robot. Its extra file `meta.json`
+        (`torch.export.load(path, extra_files={"meta.json": ""})`) names the env, the observation keys
+        and sizes, the action bounds and the decode.
         -> the path written (atomically)."""
         import io
         import json
@@ -238,8 +244,11 @@ class _Exported(torch.nn.Module):
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         action = self.policy.sample(obs, None, True)[1]
         a = action.to(torch.float64).clamp(-1.0, 1.0)
-        mapped = self.low0 + (a + 1.0) * 0.5 * self.span0
-        return torch.where(self.scaled, mapped, a + self.offset).to(torch.float32)
+        mapped = torch.where(self.scaled, self.low0 + (a + 1.0) * 0.5 * self.span0, a + self.offset)
+        # a row with a non-finite observation gives NaN actions, never a plausible command (a tokenized
+        # mode or median turned a NaN into a full-scale action); `policy(obs)` refuses such a row instead
+        finite = torch.isfinite(obs).all(dim=-1, keepdim=True)
+        return torch.where(finite, mapped, torch.full_like(mapped, float("nan"))).to(torch.float32)
 
 
 class EndsAtSuccess(gymnasium.Wrapper):
@@ -256,8 +265,11 @@ class EndsAtSuccess(gymnasium.Wrapper):
         obs, reward, terminated, truncated, info = self.env.step(action)
         if self.success_fn is not None:
             success = _truth(self.success_fn(obs, info), "env.success_fn's value")
+        elif self.success_key not in info:  # training fails such a world: never read as "not yet"
+            raise ValueError(f"env.success_key={self.success_key!r} is not in the info it returned, which has keys "
+                             f"{sorted(info) or 'none'}")  # fmt: skip
         else:
-            success = _truth(info.get(self.success_key, False), f"info[{self.success_key!r}]")
+            success = _truth(info[self.success_key], f"info[{self.success_key!r}]")
         return obs, reward, bool(terminated) or success, truncated, {**info, "is_success": success}
 
 

@@ -173,6 +173,7 @@ def test_what_does_not_fit_is_one_line(runs):
     assert acts.shape == (3, 2) and vec.action_space.contains(acts)
     vec.close()
     for bad, start in ((np.zeros(4), "act() takes a batch [N, ...] of observations, got an array of shape (4,)"),
+                       ({"goal": np.zeros(2), "position": np.zeros(2)}, "act() takes a batch, a Dict of [N, ...]"),
                        ({"goal": np.zeros((2, 2)), "position": np.zeros((3, 2))}, "act() was given a Dict whose")):
         with pytest.raises(ValueError) as err:
             batched.act(bad)
@@ -248,3 +249,25 @@ def test_an_exported_policy_gives_the_actions_without_this_package(runs, tmp_pat
         assert meta["decode"] == ("median" if name == "tokenized" else None)
     with pytest.raises(ValueError, match="export writes the deterministic action"):
         load_policy(runs / "dict", deterministic=False).export(tmp_path / "x.pt2")
+    # a non-finite observation gives NaN actions, never a plausible command (the tokenized median's
+    # was the end bin); the finite rows beside it are unchanged
+    bad = torch.as_tensor(obs).clone()
+    bad[1, 0], bad[3, 2] = float("nan"), float("inf")
+    finite = [0, 2, 4, 5, 6]
+    for name in cases:
+        with torch.no_grad():
+            acts = torch.export.load(tmp_path / f"{name}.pt2").module()(bad).numpy()
+        assert np.isnan(acts[[1, 3]]).all()
+        np.testing.assert_array_equal(acts[finite], np.load(tmp_path / f"{name}_actions.npy")[finite])
+
+
+def test_an_env_without_its_success_key_is_refused_not_read_as_no_success():
+    from toy_envs import NoSuccessKey
+
+    from grpo_robot.deploy import EndsAtSuccess
+
+    env = EndsAtSuccess(NoSuccessKey(), EnvConfig(task=None, entry_point="toy_envs:NoSuccessKey", horizon=5))
+    env.reset(seed=0)
+    with pytest.raises(ValueError) as err:
+        env.step(np.zeros(2, np.float32))
+    assert str(err.value).startswith("env.success_key='is_success' is not in the info it returned, which has keys")
