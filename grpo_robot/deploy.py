@@ -99,12 +99,13 @@ class TrainedPolicy:
             if all(np.ndim(obs[k]) < 2 for k in read if k in obs):
                 raise ValueError(f"{self.path}: act() takes a batch, a Dict of [N, ...] arrays, got one of vectors; "
                                  "one observation goes to policy(obs)")  # fmt: skip
-            sizes = {k: len(np.asarray(obs[k])) if np.ndim(obs[k]) else 0 for k in read if k in obs}
+            arrays = {k: np.asarray(obs[k]) for k in read if k in obs}  # once, not per row (lists are copied)
+            sizes = {k: len(a) if a.ndim else 0 for k, a in arrays.items()}
             if len(set(sizes.values())) > 1:
                 raise ValueError(f"{self.path}: act() was given a Dict whose arrays hold different numbers of rows "
                                  f"({', '.join(f'{k}: {n}' for k, n in sizes.items())})")  # fmt: skip
             n = next(iter(sizes.values()), 0)
-            rows = [{k: np.asarray(v)[i] for k, v in obs.items() if k in sizes} for i in range(n)]
+            rows = [{k: a[i] for k, a in arrays.items()} for i in range(n)]
         else:
             batch = np.asarray(obs)
             if batch.ndim < 2:

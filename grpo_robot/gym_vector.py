@@ -272,12 +272,17 @@ def flatten_obs(obs: Any, keys: list[str] | None, obs_dim: int, declared: str) -
     if keys is None:
         flat = np.array(obs, dtype=np.float32).reshape(-1)  # a copy: an env may reuse its array in place
     else:
-        if not isinstance(obs, Mapping):
-            raise ValueError(f"its observation is a {type(obs).__name__}, where a Dict with keys {keys} was expected")
-        missing = [k for k in keys if k not in obs]
-        if missing:
-            raise ValueError(f"its observation has no key {missing[0]!r}; it has {', '.join(map(str, obs))}")
-        flat = np.concatenate([np.asarray(obs[k], dtype=np.float32).reshape(-1) for k in keys])
+        try:  # the checks below only once it failed: this runs per world and step
+            flat = np.concatenate([np.asarray(obs[k], dtype=np.float32).reshape(-1) for k in keys])
+        except (KeyError, TypeError, IndexError):
+            if not isinstance(obs, Mapping):
+                raise ValueError(f"its observation is a {type(obs).__name__}, where a Dict with keys {keys} was "
+                                 "expected") from None  # fmt: skip
+            missing = [k for k in keys if k not in obs]
+            if missing:
+                raise ValueError(f"its observation has no key {missing[0]!r}; it has {', '.join(map(str, obs))}") \
+                    from None  # fmt: skip
+            raise
     if flat.size != obs_dim:
         raise ValueError(f"its observation has {flat.size} values where {declared} {obs_dim}")
     return flat
