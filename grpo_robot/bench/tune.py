@@ -501,10 +501,10 @@ def study(space: Space, out: Path, sampler_seed: int = 0, record: bool = True):
     if held is None:
         if record:
             st.set_user_attr("scoring", scoring)
-    elif any(held.get(k) != scoring[k] for k in scoring if k != "task" or "task" in held):
-        # values scored otherwise would be ranked, and learned from, as one (a study made before the task
-        # was kept with it is compared on the rest)
-        key = next(k for k in scoring if held.get(k) != scoring[k] and (k != "task" or "task" in held))
+    # values scored otherwise would be ranked, and learned from, as one (a study made before the task was
+    # kept with it is compared on the rest)
+    elif differs := [k for k, v in scoring.items() if (k != "task" or k in held) and held.get(k) != v]:
+        key = differs[0]
         raise OtherScoring(f"{out} holds a study scored with {key}={held.get(key)!r}, and {space.source} has "
                            f"{key}={scoring[key]!r}; its values would not compare: start a new --out")  # fmt: skip
     # The sampler's stream starts over in every process: seeded with the seed alone, a resumed
