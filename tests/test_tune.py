@@ -376,6 +376,18 @@ def test_sigterm_outside_a_run_leaves_the_trial_failed_in_one_line(tmp_path, mon
     assert code == 0 and "| 0 | fail |" in stdout and "running" not in stdout
 
 
+def test_runs_without_their_study_are_not_logged_over(tmp_path, monkeypatch):
+    # a study.db deleted: trial 0 of a new study wrote into the old trial_000 (two event files, two "trial 0")
+    space_file = tmp_path / "space.yaml"
+    space_file.write_text(TINY)
+    monkeypatch.setattr(tune, "train_one", lambda space, config, run_dir: {
+        "seed": config.seed, "cost": 1.0, "reached": True, "final_success": 0.5, "seconds": 1.0, "stopped": "target"})
+    (tmp_path / "study" / "trial_000" / "seed_0").mkdir(parents=True)
+    code, _, stderr = run_cli(str(space_file), "--out", str(tmp_path / "study"), "--trials", "1")
+    assert code == 2 and stderr.strip() == (f"error: {tmp_path / 'study'} holds runs of a search whose study "
+                                            "(study.db) is not there: start a new --out, or put the study back")
+
+
 def test_a_study_refuses_new_choices_or_another_task_version(tmp_path, monkeypatch):
     space_file = tmp_path / "space.yaml"
     space_file.write_text(TINY)

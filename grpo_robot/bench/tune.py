@@ -607,6 +607,10 @@ def run(space: Space, out: Path, trials: int, log: Callable[[str], None] = print
     from grpo_robot.config.validate import validate
 
     st = study(space, out)
+    if not st.trials and (any(out.glob("trial_*")) or (out / "runs.jsonl").is_file()):
+        # a study.db removed, or another search's folder: its trial 0 would log into their runs' folders
+        raise OtherScoring(f"{out} holds runs of a search whose study (study.db) is not there: start a new --out, "
+                           "or put the study back")  # fmt: skip
 
     def done() -> int:  # refused draws do not count
         return sum(t.state.name in ("COMPLETE", "PRUNED") and "refused" not in t.user_attrs for t in st.trials)
