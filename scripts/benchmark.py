@@ -70,6 +70,10 @@ def cmd_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None
     except ValueError as e:
         raise SystemExit(str(e)) from None
     records = sweep.run(s)
+    from grpo_robot.machine import one_line
+
+    machines = sorted({one_line(r["machine"]) for r in records if r.get("machine")})  # as each run recorded it
+    print("\n".join(f"machine: {m}" for m in machines or [one_line()]))
     print(results.train_table(records, s.target))
     plot = s.out / f"{s.task}_success.png"
     results.plot_curves(records, plot, s.target)

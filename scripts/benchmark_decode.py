@@ -35,7 +35,7 @@ def main() -> None:
         generator, tokens = torch.Generator().manual_seed(0), torch.zeros(args.batch, args.action_dim, dtype=torch.long)
         for d in range(args.action_dim):
             logits = policy.logits(obs, tokens)
-            tokens[:, d] = policy._choose(logits[:, d : d + 1], generator, False)[:, 0]
+            tokens[:, d] = policy._choose(logits[:, d : d + 1], generator, False)[0][:, 0]  # (tokens, actions)
         return tokens
 
     def cached() -> torch.Tensor:

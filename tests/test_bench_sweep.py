@@ -98,3 +98,20 @@ def test_records_and_the_results_table():
         "| bc | k2 | 0/1 | - | - | - | 50% | 100 |",
         "| scratch | grpo | 2/2 | 2,000 | 20 | 10, 30 | 90%, 75% | 150 |",
     ]
+
+
+def test_the_behaviour_cloned_start_is_made_once_and_is_the_pipelines_clone(tmp_path):
+    # `benchmark.py train --starts bc` made it with a Trainer method the trainer no longer has (an AttributeError)
+    import json
+
+    from grpo_robot import checkpoint
+
+    path = sweep.bc_checkpoint("LiftCube", 0, tmp_path)
+    assert path == tmp_path / "bc_seed0" / "bc.pt"
+    ckpt = checkpoint.load(path)
+    assert checkpoint.is_bc(ckpt) and ckpt["config"]["env"]["task"] == "LiftCube-v1"
+    summary = json.loads((tmp_path / "bc_seed0" / "summary.json").read_text())
+    assert summary["iterations"] == 0 and summary["error"] is None
+    assert 0.0 <= summary["initial_policy"]["eval"]["success_rate"] <= 1.0
+    made = path.stat().st_mtime_ns
+    assert sweep.bc_checkpoint("LiftCube", 0, tmp_path) == path and path.stat().st_mtime_ns == made  # shared

@@ -60,6 +60,7 @@ def test_update_and_train_subcommands_report_numbers(tmp_path):
     out = run_benchmark("train", "--task", "Reach", "--algos", "grpo", "ppo", "grpo_k2=grpo:algo.epochs=2",
                         "--starts", "scratch", "--seeds", "0", "--iterations", "2", "--eval-every", "1",
                         "--eval-seeds", "20", "--out", str(tmp_path))  # fmt: skip
+    assert re.search(r"^machine: .+, \d+ cores, .*; Python .*, torch .*, mujoco .*", out, re.M)  # it printed none
     rows = re.findall(r"^\| scratch \| (grpo|ppo|grpo_k2) \| (\d)/1 \|", out, re.M)
     assert sorted(r[0] for r in rows) == ["grpo", "grpo_k2", "ppo"]
     assert (tmp_path / "Reach_success.png").stat().st_size > 10_000

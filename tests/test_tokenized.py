@@ -459,3 +459,17 @@ def test_a_clone_of_an_action_at_the_bound_decodes_near_the_bound():
         optimizer.zero_grad(), loss.backward(), optimizer.step()
     decoded = policy.sample(obs, deterministic=True)[1]
     assert (decoded[:, 0] > 0.88).all() and (decoded[:, 1] < -0.88).all(), decoded.mean(0)
+
+
+def test_the_decoding_benchmark_runs_as_documented(monkeypatch, capsys):
+    # scripts/benchmark_decode.py (docs/benchmarks.md, "Autoregressive decoding") indexed the (tokens,
+    # actions) pair `_choose` returns as a tensor, and crashed
+    import runpy
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "benchmark_decode.py"
+    monkeypatch.setattr(sys, "argv", [str(script), "--batch", "8", "--repeats", "2", "--hidden", "16", "--bins", "8"])
+    runpy.run_path(str(script), run_name="__main__")  # asserts the two decodings give the same tokens
+    out = capsys.readouterr().out
+    assert "| every pass from the observation |" in out and "speed-up: " in out and "torch threads" in out

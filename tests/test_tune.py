@@ -78,6 +78,9 @@ def test_a_search_trains_every_seed_scores_the_runs_and_resumes(tmp_path):
         share = f"{sum(r['reached'] for r in runs if r['trial'] == trial)}/2"
         assert re.search(rf"^\| {trial} \| complete \| [0-9.]+ \| {share} \|", stdout, re.M), stdout
     assert "best: trial " in stdout
+    from grpo_robot.machine import one_line
+
+    assert f"runs on: {one_line(runs[0]['machine'])} (4 runs)" in stdout  # the machine the costs were measured on
     # the same command with more trials resumes the study: trials 0 and 1 are not run again
     code, stdout, _ = run_cli(str(space_file), "--out", str(out), "--trials", "3")
     assert code == 0

@@ -104,13 +104,23 @@ def check(s: Sweep) -> None:
 def bc_checkpoint(task: str, seed: int, out: Path) -> Path:
     """The behaviour-cloned start of `experiment=<task>_bc seed=<seed>`, made once and shared by every
     algorithm of that seed: demos, cloning and its evaluation, as the pipeline would."""
+    from grpo_robot.hooks import Hook
     from grpo_robot.trainer import Trainer
+
+    class AfterCloning(Hook):  # the run's pretrain stage alone: it ends before its first iteration
+        def on_start(self, trainer: Trainer) -> None:
+            trainer.stop = True
 
     run_dir = out / f"bc_seed{seed}"
     if not (run_dir / "bc.pt").is_file():
-        trainer = Trainer(compose(f"experiment={BC_PRESETS[task]}", f"seed={seed}", "progress=false"), run_dir)
-        trainer.pretrain()
-        trainer.close()
+        cfg = compose(f"experiment={BC_PRESETS[task]}", f"seed={seed}", "progress=false")
+        trainer = Trainer(cfg, run_dir, hooks=[AfterCloning()])
+        try:
+            summary = trainer.run()
+        finally:
+            trainer.close()
+        if summary.get("error"):
+            raise RuntimeError(f"the behaviour-cloned start of seed {seed} failed: {summary['error']}")
     return run_dir / "bc.pt"
 
 

@@ -693,7 +693,8 @@ def report(space: Space, out: Path) -> list[str]:
          f"{p.key} in [{p.low}, {p.high}]{' log' if p.log else ''}") + (f" (when {p.condition()})" if p.when else "")
         for p in space.params),  # fmt: skip
         f"preset {space.experiment}, seeds {list(space.seeds)}, target {space.target:.0%}, budget "
-        f"{space.budget / div:g} {unit} per run; value: mean {space.objective.replace('_', ' ')} to target", "",
+        f"{space.budget / div:g} {unit} per run; value: mean {space.objective.replace('_', ' ')} to target",
+        *(f"runs on: {m}" for m in _machines(out)), "",
         f"| trial | state | value ({head}) | reached | " + " | ".join(keys + ["fixed"] * show_fixed) + " |",
         "| ---: | --- | ---: | ---: |" + " --- |" * (len(keys) + show_fixed)]  # fmt: skip
     # how many of a trial's seed runs reached the target (a censored run's cost is no time to target)
@@ -721,6 +722,16 @@ def report(space: Space, out: Path) -> list[str]:
                   *best.user_attrs.get("overrides", [])]
         lines += ["", f"best: trial {best.number}: " + " ".join(values)]
     return lines
+
+
+def _machines(out: Path) -> list[str]:
+    """Each machine the study's runs recorded (`runs.jsonl`), as one line, with how many runs it made."""
+    from collections import Counter
+
+    from grpo_robot import machine
+
+    counts = Counter(machine.one_line(r["machine"]) for r in run_records(out) if isinstance(r.get("machine"), dict))
+    return [f"{line} ({n} runs)" for line, n in sorted(counts.items())]
 
 
 def _fmt(value: Any) -> str:
