@@ -236,6 +236,10 @@ def _evaluate(cfg: DictConfig) -> None:
     elif getattr(policy, "decode", None) is not None:
         record["decode"] = policy.decode  # a tokenized policy's deterministic action
     record.update(result.to_json())
+    from grpo_robot.machine import describe
+
+    # what it ran on: a policy's actions round by the CPU's kind (its tanh's form), so a rate repeats there
+    record["machine"] = describe()
     try:
         checkpoint.write_text_atomic(output, json.dumps(record, indent=1))
     except OSError as err:

@@ -408,6 +408,9 @@ def test_a_sweep_over_checkpoints_reports_their_mean_with_an_interval_across_the
     records = [json.loads((r / "bc_eval_test_30_deterministic.json").read_text()) for r in runs]
     rates = [r["success_rate"] for r in records]
     assert records[0]["outcome"] == "any_step" and records[0]["seeded"] and records[0]["env_failures"] == 0
+    from grpo_robot.machine import describe
+
+    assert records[0]["machine"]["cpu"] == describe()["cpu"] and records[0]["machine"]["torch"]  # what it ran on
     lines = [line for line in out.stdout.splitlines() if line.startswith(("across", "note"))]
     assert len(lines) == 2 and lines[0] == f"note: {named[3]} is of the run of {named[0]}: counted once across " \
         "checkpoints", lines  # fmt: skip
