@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from grpo_robot.config import EnvConfig, to_train_config
-from grpo_robot.gym_vector import ActionMap, _truth, flatten_obs, load_callable
+from grpo_robot.gym_vector import ActionMap, MissingSuccessKey, SuccessRule, flatten_obs
 
 
 class TrainedPolicy:
@@ -259,18 +259,14 @@ class EndsAtSuccess(gymnasium.Wrapper):
 
     def __init__(self, env: gymnasium.Env, cfg: EnvConfig) -> None:
         super().__init__(env)
-        self.success_key = cfg.success_key
-        self.success_fn = load_callable(cfg.success_fn, "env.success_fn") if cfg.success_fn else None
+        self.is_success = SuccessRule(cfg)
 
     def step(self, action: Any):
         obs, reward, terminated, truncated, info = self.env.step(action)
-        if self.success_fn is not None:
-            success = _truth(self.success_fn(obs, info), "env.success_fn's value")
-        elif self.success_key not in info:  # training fails such a world: never read as "not yet"
-            raise ValueError(f"env.success_key={self.success_key!r} is not in the info it returned, which has keys "
-                             f"{sorted(info) or 'none'}")  # fmt: skip
-        else:
-            success = _truth(info[self.success_key], f"info[{self.success_key!r}]")
+        try:
+            success = self.is_success(obs, info)
+        except MissingSuccessKey as err:  # training fails such a world: never read as "not yet"
+            raise ValueError(err.args[0]) from None
         return obs, reward, bool(terminated) or success, truncated, {**info, "is_success": success}
 
 

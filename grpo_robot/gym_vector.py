@@ -246,7 +246,7 @@ def _half_offset(low: np.ndarray, high: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(low), low + 1.0, np.where(np.isfinite(high), high - 1.0, 0.0))
 
 
-def _truth(value: Any, what: str, kind: str = "success flag") -> bool:
+def truth(value: Any, what: str, kind: str = "success flag") -> bool:
     """`value` as a flag (a success flag, or `terminated`); a NaN, which `bool` takes for True, an
     array of several values or any other object raises, so the world fails."""
     if isinstance(value, np.ndarray | list | tuple):  # a one-element array or list: its element
@@ -263,6 +263,26 @@ def _truth(value: Any, what: str, kind: str = "success flag") -> bool:
     if not isinstance(value, bool | int | float | np.bool_ | np.number):  # bool(<any object>) is True
         raise ValueError(f"{what} is a {type(value).__name__}, not a {kind} (a bool or a number)")
     return bool(value)
+
+
+class SuccessRule:
+    """Whether a step of a Gymnasium env succeeded, as training judges it: `env.success_fn(obs,
+    info)` when set, else `info[env.success_key]`, each read as one truth value (`truth`). An info
+    without the key raises `MissingSuccessKey`, never reads as "not yet"."""
+
+    def __init__(self, cfg: EnvConfig) -> None:
+        self.key = cfg.success_key
+        self.fn = load_callable(cfg.success_fn, "env.success_fn") if cfg.success_fn else None
+
+    def __call__(self, obs: Any, info: dict[str, Any]) -> bool:
+        if self.fn is not None:
+            return truth(self.fn(obs, info), "env.success_fn's value")
+        if self.key not in info:
+            raise MissingSuccessKey(
+                f"env.success_key={self.key!r} is not in the info it returned, which has keys "
+                f"{sorted(info) or 'none'}; set env.success_key to one of them, or env.success_fn=module:func"
+            )
+        return truth(info[self.key], f"info[{self.key!r}]")
 
 
 def flatten_obs(obs: Any, keys: list[str] | None, obs_dim: int, declared: str) -> np.ndarray:
@@ -338,8 +358,7 @@ class OutcomeEnv(gymnasium.Env):
         self.keys = check_spaces(cfg, self.inner)
         self.horizon = horizon
         self.terminate_on_success = cfg.outcome == "any_step"
-        self.success_key = cfg.success_key
-        self.success_fn = load_callable(cfg.success_fn, "env.success_fn") if cfg.success_fn else None
+        self.is_success = SuccessRule(cfg)
         act = self.inner.action_space
         self._low, self._high = act.low.reshape(-1).astype(np.float64), act.high.reshape(-1).astype(np.float64)
         self.to_env_action = ActionMap(self._low, self._high, act.shape, act.dtype)
@@ -361,16 +380,6 @@ class OutcomeEnv(gymnasium.Env):
 
     def _flatten(self, obs: Any) -> np.ndarray:
         return flatten_obs(obs, self.keys, self.obs_dim, "its observation space declares")
-
-    def is_success(self, obs: Any, info: dict[str, Any]) -> bool:
-        if self.success_fn is not None:
-            return _truth(self.success_fn(obs, info), "env.success_fn's value")
-        if self.success_key not in info:
-            raise MissingSuccessKey(
-                f"env.success_key={self.success_key!r} is not in the info it returned, which has keys "
-                f"{sorted(info) or 'none'}; set env.success_key to one of them, or env.success_fn=module:func"
-            )
-        return _truth(info[self.success_key], f"info[{self.success_key!r}]")
 
     def _info(self, error: str | None = None) -> dict[str, Any]:
         info = {"success": self._success, "ended": self._ended, "steps": self._steps}
@@ -411,7 +420,7 @@ class OutcomeEnv(gymnasium.Env):
             self.raw_obs, self.raw_info = obs, info
             success = self.is_success(obs, info)
             flat = self._flatten(obs)
-            ended = _truth(terminated, "terminated", "flag") or _truth(truncated, "truncated", "flag")
+            ended = truth(terminated, "terminated", "flag") or truth(truncated, "truncated", "flag")
         except MissingSuccessKey as err:  # it was there at the probe's first step: this world fails
             return self._fail(None, err.args[0])
         except Exception as err:
