@@ -8,6 +8,7 @@ import importlib.util
 import io
 import json
 import re
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -628,3 +629,25 @@ def test_a_space_whose_every_draw_is_valid_loads_though_the_preset_clashes_with_
     space_file.write_text(space + "  algo.std_anneal.final: {low: 0.4, high: 0.9}\n")  # 0.9 above a draw of 0.8
     with pytest.raises(ValueError, match=r"algo.std_anneal.final=0.9 is invalid"):
         tune.load_space(space_file)
+
+
+def test_the_report_says_when_the_best_trial_ran_without_its_fixed_overrides_recorded(tmp_path, monkeypatch):
+    """A study started before trials recorded the space's fixed overrides: its best line named the
+    searched values alone and read as the whole command."""
+    space_file = tmp_path / "space.yaml"
+    space_file.write_text(TINY)
+    space = tune.load_space(space_file)
+    monkeypatch.setattr(tune, "train_one", lambda space, config, run_dir: {
+        "seed": config.seed, "cost": 5.0 - int(run_dir.parent.name.split("_")[1]), "reached": True,
+        "final_success": 0.5, "seconds": 1.0})  # fmt: skip
+    tune.run(space, tmp_path / "study", 2, log=lambda line: None)
+    report = tune.report(space, tmp_path / "study")
+    assert report[-1].startswith("best: trial 1: ") and report[-1].endswith(" ".join(space.overrides)), report[-1]
+    with contextlib.closing(sqlite3.connect(tmp_path / "study" / "study.db")) as db, db:  # as an older study holds it
+        db.execute("DELETE FROM trial_user_attributes WHERE key = 'overrides' AND trial_id = "
+                   "(SELECT trial_id FROM trials WHERE number = 1)")  # fmt: skip
+    report = tune.report(space, tmp_path / "study")
+    assert "not recorded" in next(line for line in report if line.startswith("| 1 |"))
+    assert report[-2].startswith("best: trial 1: ") and not report[-2].endswith(" ".join(space.overrides))
+    assert report[-1] == ("(trial 1 ran before trials recorded the space's fixed overrides, so the line above may "
+                          f"lack some; the space fixes now: {' '.join(space.overrides)})")

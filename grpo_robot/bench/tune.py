@@ -684,7 +684,9 @@ def report(space: Space, out: Path) -> list[str]:
     st = study(space, out, record=False)
     keys = [p.key for p in space.params]
     keys += sorted({k for t in st.trials for k in t.params} - set(keys))
-    fixed = {t.number: " ".join(t.user_attrs.get("overrides", [])) or "-" for t in st.trials}
+    # a trial of a study older than the recording of fixed overrides: what it ran with is unknown
+    fixed = {t.number: " ".join(t.user_attrs["overrides"]) or "-" if "overrides" in t.user_attrs else "not recorded"
+             for t in st.trials}
     show_fixed = len(set(fixed.values())) > 1
     unit, div = space.unit
     head = unit.split()[0]  # "M" or "s"
@@ -721,6 +723,9 @@ def report(space: Space, out: Path) -> list[str]:
         values = [f"experiment={space.experiment}", *(f"{k}={_hydra(v)}" for k, v in best.params.items()),
                   *best.user_attrs.get("overrides", [])]
         lines += ["", f"best: trial {best.number}: " + " ".join(values)]
+        if "overrides" not in best.user_attrs:  # the line would read as complete without them
+            lines.append(f"(trial {best.number} ran before trials recorded the space's fixed overrides, so the line "
+                         f"above may lack some; the space fixes now: {' '.join(space.overrides) or 'none'})")
     return lines
 
 
