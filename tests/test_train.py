@@ -988,3 +988,28 @@ def test_the_runs_seconds_leave_out_the_hooks_set_up(tmp_path):
     start = time.perf_counter()
     summary = Trainer(small_config(iterations=1, eval_every=1000), tmp_path, hooks=[SlowSetUp()]).run()
     assert summary["seconds"] <= time.perf_counter() - start - 1.0
+
+
+def test_a_preset_of_your_own_outside_the_repository(tmp_path, monkeypatch):
+    """README (Your own environments): `--config-dir <folder> experiment=<name>` composes a preset
+    kept outside the package with the shipped groups, and the preset's values are validated as
+    the command line's are."""
+    import yaml
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "conf" / "experiment").mkdir(parents=True)
+    preset = tmp_path / "conf" / "experiment" / "my_reach.yaml"
+    text = ("# @package _global_\ndefaults:\n  - override /env: reach\nalgo:\n  group_size: 4\n  groups_per_iter: 8\n"
+            "policy:\n  hidden_sizes: [32]\niterations: 1\neval_seeds: 10\nprogress: false\n")  # fmt: skip
+    preset.write_text(text)
+    out = run_main("train", "--config-dir", str(tmp_path / "conf"), "experiment=my_reach",
+                   f"hydra.run.dir={tmp_path / 'run'}")  # fmt: skip
+    assert out.code == 0, out.stderr
+    resolved = yaml.safe_load((tmp_path / "run" / "resolved_config.yaml").read_text())
+    assert (resolved["env"]["task"], resolved["algo"]["group_size"], resolved["iterations"]) == ("Reach-v1", 4, 1)
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["iterations"] == 1
+    preset.write_text(text.replace("group_size: 4", "group_size: 0"))
+    out = run_main("train", "--config-dir", str(tmp_path / "conf"), "experiment=my_reach",
+                   f"hydra.run.dir={tmp_path / 'bad'}")  # fmt: skip
+    assert out.code != 0 and out.error_lines == ["error: algo.group_size=0 is invalid: must be >= 1"], out.stderr
+    assert not list((tmp_path / "bad").rglob("*.pt"))
