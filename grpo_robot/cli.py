@@ -640,8 +640,15 @@ def _touched_keys(overrides: list[str], composed: DictConfig) -> set[str]:
     def under(prefix: str) -> set[str]:
         return {k for k in leaves if k == prefix or k.startswith(f"{prefix}.")}
 
+    # where Hydra looks for a preset: conf/, then the folders of hydra.searchpath (--config-dir)
+    folders = [Path(CONF_DIR)] + [Path(p.removeprefix("file://")) for p in composed.hydra.get("searchpath") or []
+                                  if str(p).startswith("file://")]  # fmt: skip
+
     def experiment_keys(name: str) -> set[str]:
-        spec = OmegaConf.to_container(OmegaConf.load(Path(CONF_DIR) / "experiment" / f"{name}.yaml"))
+        path = next((p for f in folders if (p := f / "experiment" / f"{name}.yaml").is_file()), None)
+        if path is None:  # on a package's search path (pkg://), not read here: no keys counted as set
+            return set()
+        spec = OmegaConf.to_container(OmegaConf.load(path))
         keys = {k for k in flatten({k: v for k, v in spec.items() if k != "defaults"}) if k in leaves}
         for entry in spec.get("defaults") or []:
             if isinstance(entry, dict):
@@ -843,6 +850,44 @@ def _validator(config_name: str):
     }[config_name]
 
 
+def config_dir_as_override(args: list[str]) -> list[str]:
+    """Hydra's `--config-dir DIR` (`-cd DIR`, `--config-dir=DIR`) as the override it amounts to,
+    `hydra.searchpath=[file://DIR]`: a folder of one's own presets on Hydra's search path. As an
+    override it takes the path of every other run: its config composed and checked before any
+    work, its run directory claimed (Hydra's other flags skip that)."""
+    out, dirs = [], []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg in ("--config-dir", "-cd"):
+            if i + 1 == len(args):
+                raise ValueError(f"{arg} needs a directory after it")
+            dirs.append(args[i + 1])
+            i += 2
+            continue
+        if arg.startswith("--config-dir="):
+            dirs.append(arg.split("=", 1)[1])
+        else:
+            out.append(arg)
+        i += 1
+    if not dirs:
+        return args
+    if len(dirs) > 1:
+        raise ValueError(f"--config-dir is given {len(dirs)} times ({', '.join(dirs)}): give one folder")
+    folder = Path(dirs[0]).expanduser().resolve()
+    if not folder.is_dir():
+        raise ValueError(f"--config-dir={dirs[0]} is invalid: must be a directory of config groups "
+                         "(e.g. experiment/<name>.yaml)")  # fmt: skip
+    if any(a.lstrip("+~").startswith("hydra.searchpath=") for a in out):
+        raise ValueError("--config-dir and hydra.searchpath are both given: give one of them")
+    # beside the other overrides: argparse takes them as one run of positional arguments
+    with_value = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn", "--info", "-i",
+                  "--experimental-rerun"}  # fmt: skip
+    at = next((i for i, a in enumerate(out) if not a.startswith("-") and (i == 0 or out[i - 1] not in with_value)),
+              len(out))  # fmt: skip
+    return [*out[:at], f"hydra.searchpath=[{rundir.override_value('file://' + str(folder))}]", *out[at:]]
+
+
 def _run(config_name: str, task) -> None:
     """Compose `conf/<config_name>.yaml` with Hydra (overrides from the command line) and run `task`.
 
@@ -854,6 +899,10 @@ def _run(config_name: str, task) -> None:
     from grpo_robot.config.errors import hydra_error_line
 
     register_configs()
+    try:
+        sys.argv = [sys.argv[0], *config_dir_as_override(sys.argv[1:])]
+    except ValueError as err:
+        _fail(str(err))
     wholes = free_dict_overrides(whole_number_overrides(sys.argv[1:], SCHEMAS[config_name]))
     if config_name == "config":
         wholes = _resumed_env_overrides(wholes)

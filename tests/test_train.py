@@ -1011,5 +1011,13 @@ def test_a_preset_of_your_own_outside_the_repository(tmp_path, monkeypatch):
     preset.write_text(text.replace("group_size: 4", "group_size: 0"))
     out = run_main("train", "--config-dir", str(tmp_path / "conf"), "experiment=my_reach",
                    f"hydra.run.dir={tmp_path / 'bad'}")  # fmt: skip
-    assert out.code != 0 and out.error_lines == ["error: algo.group_size=0 is invalid: must be >= 1"], out.stderr
-    assert not list((tmp_path / "bad").rglob("*.pt"))
+    assert out.code == 2 and out.error_lines == ["error: algo.group_size=0 is invalid: must be >= 1"], out.stderr
+    assert not (tmp_path / "bad").exists()
+    # a multirun of it is checked before any job starts (Hydra's own --config-dir skipped that), in each form
+    for flag in (["-cd", str(tmp_path / "conf")], [f"--config-dir={tmp_path / 'conf'}"]):
+        out = run_main("train", *flag, "-m", "experiment=my_reach", "seed=0,1", f"hydra.sweep.dir={tmp_path / 'sw'}")
+        assert out.code == 2 and out.error_lines == ["error: algo.group_size=0 is invalid: must be >= 1"], out.stderr
+        assert not (tmp_path / "sw").exists()
+    out = run_main("train", "--config-dir", str(tmp_path / "nowhere"), "experiment=my_reach")
+    assert out.code == 2 and out.error_lines == [f"error: --config-dir={tmp_path / 'nowhere'} is invalid: must be "
+                                                 "a directory of config groups (e.g. experiment/<name>.yaml)"]
