@@ -651,3 +651,21 @@ def test_the_report_says_when_the_best_trial_ran_without_its_fixed_overrides_rec
     assert report[-2].startswith("best: trial 1: ") and not report[-2].endswith(" ".join(space.overrides))
     assert report[-1] == ("(trial 1 ran before trials recorded the space's fixed overrides, so the line above may "
                           f"lack some; the space fixes now: {' '.join(space.overrides)})")
+
+
+def test_a_space_searches_a_preset_of_your_own(tmp_path):
+    """README (Tune the hyperparameters): a preset outside the package, through hydra.searchpath in
+    the space's overrides; its values and the trial's reach the run's config, and its bad value is
+    refused when the space loads."""
+    (tmp_path / "conf" / "experiment").mkdir(parents=True)
+    preset = tmp_path / "conf" / "experiment" / "my_reach.yaml"
+    preset.write_text("# @package _global_\ndefaults:\n  - override /env: reach\nalgo:\n  group_size: 4\n")
+    space_file = tmp_path / "space.yaml"
+    space_file.write_text(TINY.replace("experiment: reach_from_scratch", "experiment: my_reach").replace(
+        '"algo.group_size=4", ', f'"hydra.searchpath=[file://{tmp_path / "conf"}]", '))  # fmt: skip
+    space = tune.load_space(space_file)
+    cfg = space.trial_config({"algo.lr": 0.002, "algo.epochs": 2, "policy.init_std": 0.3}, 1)
+    assert (cfg.env.task, cfg.algo.group_size, cfg.algo.lr, cfg.seed) == ("Reach", 4, 0.002, 1)
+    preset.write_text(preset.read_text().replace("group_size: 4", "group_size: 0"))
+    with pytest.raises(ValueError, match=re.escape("algo.group_size=0 is invalid: must be >= 1")):
+        tune.load_space(space_file)
