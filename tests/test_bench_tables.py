@@ -86,11 +86,12 @@ def test_comparison_table_and_calls_into_one_folder(tmp_path, capsys):
     results = [
         {"row": "gaussian", "seed": 0, "seconds": 60.0, "successes": 0, "n": 200, "env_steps": 20480},
         {"row": "gaussian", "seed": 1, "seconds": 120.0, "successes": 150, "n": 200, "env_steps": 20480},
-        {"row": "dr_grpo", "seed": 0, "seconds": 90.0, "successes": 100, "n": 200, "env_steps": 204800},
+        {"row": "dr_grpo", "seed": 0, "seconds": 90.0, "successes": 100, "n": 200, "env_steps": 204800,
+         "overrides": ["algo.advantage=dr_grpo"]},
     ]
     assert compare.table(results, ["gaussian", "dr_grpo"]).splitlines()[2:] == [
         "| gaussian | `(default)` | **38%** | 0% [0%, 2%] · 75% [69%, 80%] | 20,480 | 1.5 |",
-        "| dr_grpo | `algo=dr_grpo` | **50%** | 50% [43%, 57%] | 204,800 | 1.5 |",
+        "| dr_grpo | `algo.advantage=dr_grpo` | **50%** | 50% [43%, 57%] | 204,800 | 1.5 |",
     ]
     (tmp_path / "results.json").write_text(json.dumps(results[:2]))
     assert [r["row"] for r in compare.merged(tmp_path / "results.json", results[2:])] == ["gaussian", "gaussian",
@@ -107,3 +108,24 @@ def test_comparison_table_and_calls_into_one_folder(tmp_path, capsys):
         with pytest.raises(SystemExit) as code:
             module.main()
         assert code.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_variant_row_is_the_default_job_with_its_defining_settings_alone():
+    """compare_algorithms.py's Dr. GRPO, DAPO and RLOO rows: `algo=<name>` dropped the default job's
+    searched settings (lr, group sizes, epochs, the start curriculum), so the rows compared untuned
+    variants against a tuned GRPO. Each now changes only what its preset file sets."""
+    from grpo_robot.cli import compose_train_config
+    from grpo_robot.config import config_dict
+    from grpo_robot.resume import flatten
+
+    base = flatten(config_dict(compose_train_config()))
+    for name, keys in [("dr_grpo", {"algo.advantage", "algo.aggregation"}),
+                       ("dapo", {"algo.aggregation", "algo.clip.low", "algo.clip.high",  # low: null (= eps, 0.2) -> 0.2
+                                "algo.dynamic_sampling.enabled"}),
+                       ("rloo", {"algo.advantage"})]:  # fmt: skip
+        variant = flatten(config_dict(compose_train_config(*compare.ROWS[name])))
+        changed = {k for k in base if base[k] != variant[k]}
+        assert changed == keys, (name, changed)
+        preset = flatten(config_dict(compose_train_config(f"algo={name}")))
+        assert all(variant[k] == preset[k] for k in changed)  # the values of the variant's own preset
+        assert base["algo.curriculum.start"] == variant["algo.curriculum.start"] != preset["algo.curriculum.start"]

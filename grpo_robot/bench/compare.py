@@ -17,13 +17,31 @@ from grpo_robot.bench.markdown import rate_interval, row
 from grpo_robot.cli import compose_train_config
 from grpo_robot.stats import wilson_interval
 
+
+def variant_overrides(name: str) -> list[str]:
+    """The settings that `conf/algo/<name>.yaml` makes (a GRPO-family variant), as overrides of the
+    default job's own algo preset: the variant's row then differs from the default job in its
+    defining settings alone, where `algo=<name>` would also drop the searched lr, group sizes,
+    epochs and the start curriculum."""
+    import yaml
+
+    from grpo_robot.cli import CONF_DIR
+    from grpo_robot.resume import flatten
+
+    spec = yaml.safe_load((Path(CONF_DIR) / "algo" / f"{name}.yaml").read_text()) or {}
+    spec.pop("defaults", None)
+
+    def value(v) -> str:
+        return "null" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
+
+    return [f"algo.{key}={value(v)}" for key, v in flatten(spec).items()]
+
+
 ROWS: dict[str, list[str]] = {
     "gaussian": [],  # the default job as it is (Gaussian policy, algo=grpo_from_scratch)
     "tokenized factorized": ["policy=tokenized_factorized", "algo.ratio=token"],
     "tokenized autoregressive": ["policy=tokenized_autoregressive", "algo.ratio=token"],
-    "dr_grpo": ["algo=dr_grpo"],
-    "dapo": ["algo=dapo"],
-    "rloo": ["algo=rloo"],
+    **{name: variant_overrides(name) for name in ("dr_grpo", "dapo", "rloo")},
 }
 ROW_KEYS = {name.replace(" ", "_"): name for name in ROWS}  # the names on the command line
 
@@ -92,5 +110,6 @@ def table(results: list[dict], rows: Sequence[str]) -> str:
         minutes = np.mean([r["seconds"] for r in runs]) / 60
         steps = [r["env_steps"] for r in runs]  # a budget ends after the iteration that reaches it
         spent = f"{min(steps):,}" if min(steps) == max(steps) else f"{min(steps):,}-{max(steps):,}"
-        lines.append(row(name, f"`{' '.join(ROWS[name]) or '(default)'}`", cell(runs), spent, f"{minutes:.1f}"))
+        ran = runs[0].get("overrides", ROWS[name])  # what the runs trained with, as recorded
+        lines.append(row(name, f"`{' '.join(ran) or '(default)'}`", cell(runs), spent, f"{minutes:.1f}"))
     return "\n".join(lines)
