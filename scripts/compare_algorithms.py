@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
+import sys
 from pathlib import Path
 
 from grpo_robot.bench import compare
@@ -19,7 +21,7 @@ from grpo_robot.checkpoint import write_text_atomic
 from grpo_robot.machine import one_line
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env-steps", type=int, default=2_000_000, help="training budget per run")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -38,16 +40,25 @@ def main() -> None:
     results = []
     for row in rows:
         for seed in args.seeds:
-            results.append(compare.run(row, seed, args.env_steps, args.eval_seeds, args.out))
+            try:
+                results.append(compare.run(row, seed, args.env_steps, args.eval_seeds, args.out))
+            except compare.Interrupted as err:  # the runs before it are kept in results.json
+                print(f"error: the comparison stopped: {err}; {len(results)} runs of this call are in "
+                      f"{args.out / 'results.json'} (--rows and --seeds for the rest; move the stopped run's "
+                      "folder first)", file=sys.stderr)  # fmt: skip
+                return 128 + int(getattr(signal, err.signal)) if err.signal else 1
             print(json.dumps(results[-1]), flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    kept = compare.merged(args.out / "results.json", results)  # an earlier call's rows (other rows or seeds) stay
-    write_text_atomic(args.out / "results.json", json.dumps(kept, indent=1))
+            args.out.mkdir(parents=True, exist_ok=True)
+            # after every run, so that a stopped call keeps its figures; an earlier call's rows (other rows or
+            # seeds) stay
+            kept = compare.merged(args.out / "results.json", results)
+            write_text_atomic(args.out / "results.json", json.dumps(kept, indent=1))
     print(f"\n{one_line()}")
     print(f"budget {args.env_steps:,} env steps per run (a run ends with the iteration that reaches it); eval on "
           f"{args.eval_seeds} held-out seeds, deterministic\n")  # fmt: skip
     print(compare.table(results, rows))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -2,6 +2,8 @@
 
 import argparse
 import importlib.util
+import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -80,8 +82,6 @@ def test_comparison_table_and_calls_into_one_folder(tmp_path, capsys):
     that reaches it: one DAPO iteration spent 204,800 of a 20,000 budget). A second call into the
     same --out logged over the first one's runs (each TensorBoard point twice) and dropped its
     rows from results.json; now it is refused if its runs are there, and other rows add up."""
-    import json
-    import sys
 
     results = [
         {"row": "gaussian", "seed": 0, "seconds": 60.0, "successes": 0, "n": 200, "env_steps": 20480},
@@ -129,3 +129,41 @@ def test_a_variant_row_is_the_default_job_with_its_defining_settings_alone():
         preset = flatten(config_dict(compose_train_config(f"algo={name}")))
         assert all(variant[k] == preset[k] for k in changed)  # the values of the variant's own preset
         assert base["algo.curriculum.start"] == variant["algo.curriculum.start"] != preset["algo.curriculum.start"]
+
+
+def test_a_stopped_comparison_keeps_the_runs_it_finished(tmp_path, capsys, monkeypatch):
+    """SIGTERM during a run of compare_algorithms.py gave a traceback (the stopped run has no final
+    evaluation), and the figures of the runs before it, written only at the end, were lost."""
+    import grpo_robot.trainer
+
+    class StoppedRun:  # a Trainer whose run a signal ends before its budget
+        def __init__(self, cfg, run_dir):
+            self.last_eval = None
+
+        def run(self):
+            return {"stopped": "signal", "signal": "SIGTERM", "env_steps": 10}
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(grpo_robot.trainer, "Trainer", StoppedRun)
+    with pytest.raises(compare.Interrupted, match="gaussian-seed0 ended by SIGTERM") as err:
+        compare.run("gaussian", 0, 1000, 10, tmp_path)
+    assert err.value.signal == "SIGTERM"
+    done = {"row": "gaussian", "seed": 0, "overrides": [], "env_steps": 1000, "seconds": 1.0, "successes": 3, "n": 10}
+
+    def run(row, seed, env_steps, n_eval, out):
+        if seed == 1:
+            raise compare.Interrupted(f"{compare.run_dir(out, row, seed)} ended by SIGTERM", "SIGTERM")
+        return done
+
+    monkeypatch.setattr(compare, "run", run)
+    script = Path(__file__).parents[1] / "scripts" / "compare_algorithms.py"
+    spec = importlib.util.spec_from_file_location("compare_script", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(sys, "argv", [str(script), "--out", str(tmp_path / "out"), "--rows", "gaussian"])
+    assert module.main() == 143
+    assert json.loads((tmp_path / "out" / "results.json").read_text()) == [done]
+    assert capsys.readouterr().err.startswith(f"error: the comparison stopped: {tmp_path / 'out' / 'gaussian-seed1'} "
+                                              "ended by SIGTERM; 1 runs of this call are in")  # fmt: skip

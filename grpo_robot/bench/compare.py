@@ -69,6 +69,15 @@ def merged(earlier: Path, results: list[dict]) -> list[dict]:
     return [r for r in before if isinstance(r, dict) and (r.get("row"), r.get("seed")) not in mine] + results
 
 
+class Interrupted(RuntimeError):
+    """A run ended by a signal or an error before its budget: not a row's figure. `signal`: the
+    signal's name (`SIGTERM`), for the command's exit code."""
+
+    def __init__(self, message: str, signal: str | None = None) -> None:
+        super().__init__(message)
+        self.signal = signal
+
+
 def run(row_name: str, seed: int, env_steps: int, n_eval: int, out: Path) -> dict:
     """Train one row's config for `env_steps` env steps; its record."""
     from grpo_robot.trainer import Trainer
@@ -78,7 +87,14 @@ def run(row_name: str, seed: int, env_steps: int, n_eval: int, out: Path) -> dic
     cfg = compose_train_config(*overrides)
     start = time.perf_counter()
     trainer = Trainer(cfg, run_dir(out, row_name, seed))
-    summary = trainer.run()
+    try:
+        summary = trainer.run()
+    finally:
+        trainer.close()
+    if summary.get("stopped") in ("signal", "error"):  # no measurement: its budget was not spent
+        by = summary.get("signal") or "an error"
+        raise Interrupted(f"{run_dir(out, row_name, seed)} ended by {by}"
+                          + (f": {summary['error']}" if summary.get("error") else ""), summary.get("signal"))
     result = trainer.last_eval
     return {
         "row": row_name,
