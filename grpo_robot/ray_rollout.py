@@ -39,7 +39,16 @@ import torch
 
 from grpo_robot.config import ConfigError, TrainConfig, env_config_dict
 from grpo_robot.policies import Policy
-from grpo_robot.rollout import Batch, GroupSampler, RolloutError, RowPadded, collect, exact_rows, exact_settings
+from grpo_robot.rollout import (
+    Batch,
+    GroupSampler,
+    RolloutError,
+    RowPadded,
+    collect,
+    exact_rows,
+    exact_settings,
+    usable_split,
+)
 from grpo_robot.seeding import WorldRows, exploration, group_seeds, iteration_generator
 from grpo_robot.start_replay import start_replay
 
@@ -104,7 +113,8 @@ class RolloutWorker:
         source = exploration(iteration_generator(run_seed, it, "cpu", round_=round_), noise_correlation)
         rows = WorldRows(source, start, start + len(seeds), total)
         if self.exact_split is None:  # the first draw: keep the split only where it is exact
-            self.exact_split = exact_settings(self.sampler, len(seeds), self.split, None, torch.device("cpu"))[0]
+            self.exact_split = exact_settings(self.sampler, len(seeds), usable_split(self.env, self.split), None,
+                                              torch.device("cpu"))[0]  # fmt: skip
         batch = collect(self.env, self.sampler, seeds, torch.device("cpu"), rows, False, self.final_step_outcome,
                         self.exact_split, max_steps)  # fmt: skip
         return batch, time.perf_counter() - t0

@@ -303,6 +303,17 @@ def _run_part(env, policy: Policy, part: slice, rows, device: torch.device, dete
 
 
 @torch.no_grad()
+def usable_split(env, split: int) -> int:
+    """The parts a rollout of `env` may run in: `split` (rollout.split) for a built-in task with
+    as many physics threads (`env.nthread`), fewer with fewer threads, 1 for any other env. A
+    split rollout runs a part's policy beside another part's physics, so it keeps at least two
+    threads busy: with `env.nthread=1` (a Ray worker of one CPU, or a run asked for one core)
+    it would use a second core it was not given. The batch is the same for any split."""
+    if not hasattr(env, "step_async"):
+        return 1
+    return max(1, min(split, int(getattr(env, "nthread", split) or 1)))
+
+
 def exact_settings(policy: Policy, num_worlds: int, split: int, threads: int | None,
                    device: torch.device) -> tuple[int, int | None]:  # fmt: skip
     """`(split, threads)` to use so that sampling gives what one call on all worlds with torch's
@@ -457,8 +468,8 @@ class GroupSampler:
         generator = exploration(iteration_generator(self.run_seed, it, self.device, round_=round_),
                                 self.noise_correlation)  # fmt: skip
         if self._settings is None:
-            split = self.split if hasattr(self.env, "step_async") else 1
-            self._settings = exact_settings(policy, len(seeds), split, self.policy_threads, self.device)
+            self._settings = exact_settings(policy, len(seeds), usable_split(self.env, self.split),
+                                            self.policy_threads, self.device)  # fmt: skip
         split, threads = self._settings
         if hasattr(self.env, "difficulty"):
             self.env.difficulty = self.difficulty

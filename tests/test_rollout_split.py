@@ -560,3 +560,33 @@ def test_a_sampled_evaluations_episode_is_its_seeds_whatever_the_other_seeds_and
     part = outcomes(4, seeds[5:17][::-1])
     assert part == {s: whole[s] for s in part} and len(part) == 12
     assert outcomes(24, seeds, noise_seed=124) != whole  # the noise seed matters
+
+
+def test_a_split_rollout_takes_no_more_cores_than_its_physics_threads():
+    """A split rollout keeps two threads busy (a part's policy beside another part's physics). With
+    `env.nthread=1`, which is also what a Ray worker of one CPU builds, the default split of 2 ran
+    two lanes of one physics thread each: two cores for a worker that reserved one. It now runs
+    unsplit there, and the batch is the same."""
+    from grpo_robot.config import EnvConfig, env_config_dict
+    from grpo_robot.ray_rollout import RolloutWorker
+    from grpo_robot.rollout import GroupSampler, usable_split
+
+    torch.manual_seed(0)
+    policy = build_policy("gaussian", 13, 4, hidden_sizes=[32])
+    batches = []
+    for nthread, expected in [(1, 1), (2, 2)]:
+        env = BatchedEnv("Reach", 16, nthread=nthread, horizon=20)
+        env.parallel_parts = True  # as the trainer sets it (rollout.parallel_parts)
+        assert usable_split(env, 2) == expected and usable_split(env, 4) == nthread
+        sampler = GroupSampler(env, 0, 4, 4, torch.device("cpu"), split=2)
+        batches.append(sampler.draw(policy, 0))
+        assert sampler._settings[0] == expected and len(env._lanes) == (0 if expected == 1 else 2)
+        env.close()
+    for field in FIELDS:
+        assert torch.equal(getattr(batches[0], field), getattr(batches[1], field)), field
+    assert usable_split(object(), 2) == 1  # an env with no split rollout (a Gymnasium one)
+    spec = {"type": "gaussian", "obs_dim": 13, "action_dim": 4, "kwargs": policy.init_kwargs(), "modules": []}
+    worker = RolloutWorker(env_config_dict(EnvConfig(task="Reach", horizon=20)), 8, spec, 1, False, [], split=2)
+    worker.collect(policy.state_dict(), 0, 0, 0, np.repeat(np.arange(2), 4), 0, 8)
+    assert worker.exact_split == 1 and not worker.env._lanes
+    worker.close()

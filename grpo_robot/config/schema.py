@@ -444,7 +444,9 @@ class RolloutConfig:
     worker_timeout_s: float = 600.0  # a worker slower than this on one draw is hung: killed and restarted
     max_restarts: int = 3  # worker failures (died or hung) a run survives; then it stops, last iteration saved
     # built-in tasks: the worlds in this many parts, the policy sampling one part while the physics
-    # steps another (the physics releases the GIL); the batch is identical for any value
+    # steps another (the physics releases the GIL); at most env.nthread parts (one physics thread
+    # each: with env.nthread=1, or a Ray worker of one CPU, the rollout stays on one core); the
+    # batch is identical for any value
     split: int = 2
     # built-in tasks, split rollout: each part is a rollout of its own on a thread of its own, its
     # policy and its physics (with nthread // split physics threads), beside the others (true); or
