@@ -302,7 +302,6 @@ def _run_part(env, policy: Policy, part: slice, rows, device: torch.device, dete
     return record
 
 
-@torch.no_grad()
 def usable_split(env, split: int) -> int:
     """The parts a rollout of `env` may run in: `split` (rollout.split) for a built-in task with
     as many physics threads (`env.nthread`), fewer with fewer threads, 1 for any other env. A
@@ -314,6 +313,7 @@ def usable_split(env, split: int) -> int:
     return max(1, min(split, int(getattr(env, "nthread", split) or 1)))
 
 
+@torch.no_grad()
 def exact_settings(policy: Policy, num_worlds: int, split: int, threads: int | None,
                    device: torch.device) -> tuple[int, int | None]:  # fmt: skip
     """`(split, threads)` to use so that sampling gives what one call on all worlds with torch's
