@@ -93,10 +93,13 @@ def test_the_profile_records_what_the_physics_received_from_the_batch(split):
     each world's own control step, with each world's length."""
     from grpo_robot.bench.profile import profiled_trainer
 
-    trainer = profiled_trainer([split, "algo.groups_per_iter=2", "algo.group_size=4", "algo.epochs=1",
+    trainer = profiled_trainer([split, "algo.groups_per_iter=4", "algo.group_size=8", "algo.epochs=1",
                                 "algo.train_horizon=30"])  # fmt: skip
     env = trainer.sampler.env
     inner = env.env
+    # a split takes at most one part per physics thread, and an xdist worker has one core (all that
+    # env.nthread may ask for there): the lanes get a thread each as on two cores
+    inner.nthread = 2
     received = np.zeros((inner.horizon, inner.num_worlds, inner.action_dim))
     simulate = inner._timed_simulate
 
@@ -115,6 +118,7 @@ def test_the_profile_records_what_the_physics_received_from_the_batch(split):
             np.testing.assert_array_equal(rec.actions, received)
             assert (np.abs(received[: int(rec.lengths.min())]) > 0).all()
         assert len(env.recordings) == 2 and len(env.observations) >= int(rec.lengths.max())
+        assert trainer.sampler._settings[0] == int(split[-1])  # the split this case is about
     finally:
         trainer.close()
 

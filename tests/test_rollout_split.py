@@ -266,8 +266,12 @@ def test_training_with_any_split_and_thread_setting_gives_the_same_parameters(tm
                                             (2, 1, True, True), (2, 1, True, False)):  # fmt: skip
         rollout = RolloutConfig(split=split, policy_threads=threads, parallel_parts=parallel, take_turns=turns)
         cfg = small_config(rollout=rollout, policy=PolicyConfig(hidden_sizes=[32, 32], init_std=1.0))
-        trainer = Trainer(cfg, tmp_path / f"run{len(results)}")
+        # 3 physics threads, so that every split runs as asked on any number of cores (a split takes at most one
+        # part per thread, and an xdist worker has one core, the most env.nthread may ask for there)
+        env = BatchedEnv("Reach", cfg.algo.groups_per_iter * cfg.algo.group_size, nthread=3)
+        trainer = Trainer(cfg, tmp_path / f"run{len(results)}", env=env)
         trainer.run()
+        assert trainer.sampler._settings[0] == split  # the split this case is about
         results.append(params(trainer))
         trainer.close()
     for other in results[1:]:
