@@ -641,8 +641,8 @@ def _touched_keys(overrides: list[str], composed: DictConfig) -> set[str]:
         return {k for k in leaves if k == prefix or k.startswith(f"{prefix}.")}
 
     # where Hydra looks for a preset: conf/, then the folders of hydra.searchpath (--config-dir)
-    folders = [Path(CONF_DIR)] + [Path(p.removeprefix("file://")) for p in composed.hydra.get("searchpath") or []
-                                  if str(p).startswith("file://")]  # fmt: skip
+    folders = [Path(CONF_DIR)] + [Path(str(p).removeprefix("file://")) for p in composed.hydra.get("searchpath") or []
+                                  if "://" not in str(p) or str(p).startswith("file://")]  # no scheme: a path
 
     def experiment_keys(name: str) -> set[str]:
         path = next((p for f in folders if (p := f / "experiment" / f"{name}.yaml").is_file()), None)
@@ -854,23 +854,28 @@ def config_dir_as_override(args: list[str]) -> list[str]:
     """Hydra's `--config-dir DIR` (`-cd DIR`, `--config-dir=DIR`) as the override it amounts to,
     `hydra.searchpath=[file://DIR]`: a folder of one's own presets on Hydra's search path. As an
     override it takes the path of every other run: its config composed and checked before any
-    work, its run directory claimed (Hydra's other flags skip that)."""
+    work, its run directory claimed. Beside Hydra's other flags (`--help`, `--cfg`, `--info`,
+    `--config-name`), which skip those checks, the flag is left to Hydra, whose own handling
+    they need (the folder's presets in `--help`, a primary config in the folder)."""
+    spellings = ("-cd", "--config-d", "--config-di", "--config-dir")  # argparse takes a long flag's prefixes
     out, dirs = [], []
     i = 0
     while i < len(args):
         arg = args[i]
-        if arg in ("--config-dir", "-cd"):
+        if arg in spellings:
             if i + 1 == len(args):
                 raise ValueError(f"{arg} needs a directory after it")
             dirs.append(args[i + 1])
             i += 2
             continue
-        if arg.startswith("--config-dir="):
+        if arg.split("=", 1)[0] in spellings and "=" in arg:
             dirs.append(arg.split("=", 1)[1])
         else:
             out.append(arg)
         i += 1
-    if not dirs:
+    # Hydra's other flags (--help, --cfg, --config-name, ...) skip the checks before a run, and some of them need
+    # Hydra's own --config-dir (the primary config in the folder, the folder's presets in --help): left to Hydra
+    if not dirs or any(a.startswith("-") and a not in ("-m", "--multirun") for a in out):
         return args
     if len(dirs) > 1:
         raise ValueError(f"--config-dir is given {len(dirs)} times ({', '.join(dirs)}): give one folder")
@@ -880,12 +885,7 @@ def config_dir_as_override(args: list[str]) -> list[str]:
                          "(e.g. experiment/<name>.yaml)")  # fmt: skip
     if any(a.lstrip("+~").startswith("hydra.searchpath=") for a in out):
         raise ValueError("--config-dir and hydra.searchpath are both given: give one of them")
-    # beside the other overrides: argparse takes them as one run of positional arguments
-    with_value = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn", "--info", "-i",
-                  "--experimental-rerun"}  # fmt: skip
-    at = next((i for i, a in enumerate(out) if not a.startswith("-") and (i == 0 or out[i - 1] not in with_value)),
-              len(out))  # fmt: skip
-    return [*out[:at], f"hydra.searchpath=[{rundir.override_value('file://' + str(folder))}]", *out[at:]]
+    return [*out, f"hydra.searchpath=[{rundir.override_value('file://' + str(folder))}]"]
 
 
 def _run(config_name: str, task) -> None:

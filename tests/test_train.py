@@ -1014,10 +1014,15 @@ def test_a_preset_of_your_own_outside_the_repository(tmp_path, monkeypatch):
     assert out.code == 2 and out.error_lines == ["error: algo.group_size=0 is invalid: must be >= 1"], out.stderr
     assert not (tmp_path / "bad").exists()
     # a multirun of it is checked before any job starts (Hydra's own --config-dir skipped that), in each form
-    for flag in (["-cd", str(tmp_path / "conf")], [f"--config-dir={tmp_path / 'conf'}"]):
+    for flag in (["-cd", str(tmp_path / "conf")], [f"--config-dir={tmp_path / 'conf'}"], [f"-cd={tmp_path / 'conf'}"],
+                 ["--config-d", str(tmp_path / "conf")]):  # fmt: skip  (argparse takes a prefix of a long flag)
         out = run_main("train", *flag, "-m", "experiment=my_reach", "seed=0,1", f"hydra.sweep.dir={tmp_path / 'sw'}")
         assert out.code == 2 and out.error_lines == ["error: algo.group_size=0 is invalid: must be >= 1"], out.stderr
         assert not (tmp_path / "sw").exists()
+    # beside Hydra's other flags the folder is Hydra's own --config-dir: a primary config of one's own in it
+    (tmp_path / "conf" / "mine.yaml").write_text("defaults:\n  - config\n  - _self_\nseed: 77\n")
+    out = run_main("train", "-cd", str(tmp_path / "conf"), "--config-name", "mine", "--cfg", "job")
+    assert out.code == 0 and "\nseed: 77\n" in out.stdout, out.stderr
     out = run_main("train", "--config-dir", str(tmp_path / "nowhere"), "experiment=my_reach")
     assert out.code == 2 and out.error_lines == [f"error: --config-dir={tmp_path / 'nowhere'} is invalid: must be "
                                                  "a directory of config groups (e.g. experiment/<name>.yaml)"]
