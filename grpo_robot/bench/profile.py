@@ -262,7 +262,7 @@ def sample_costs(
     column tells how much of what that costs comes from the physics' use of the caches and how
     much from the time the thread spent away from the policy's code alone."""
     from grpo_robot.environment import make_env
-    from grpo_robot.rollout import split_bounds, torch_threads, usable_split
+    from grpo_robot.rollout import split_bounds, torch_threads
     from grpo_robot.trainer import Trainer
 
     cfg = compose("experiment=push_from_scratch", "progress=false", *overrides)
@@ -270,7 +270,7 @@ def sample_costs(
     env = make_env(cfg.env, num_worlds)
     trainer = Trainer(cfg, "/tmp/grpo-robot-benchmark-unused", env=env)
     policy, device = trainer.policy, trainer.device
-    part = split_bounds(num_worlds, usable_split(env, cfg.rollout.split))[0]  # a part as the rollout cuts it
+    part = split_bounds(num_worlds, max(1, cfg.rollout.split))[0]
     seeds = np.repeat(np.arange(cfg.algo.groups_per_iter), cfg.algo.group_size)
     obs_np = env.reset(seeds)[part]
     generator = torch.Generator(device=device).manual_seed(0)
