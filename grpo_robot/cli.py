@@ -850,6 +850,12 @@ def _validator(config_name: str):
     }[config_name]
 
 
+def _checked_first(args: list[str]) -> bool:
+    """Whether a command line is overrides alone (and `-m`): `_run` composes and checks those before
+    Hydra runs; Hydra's other flags go to Hydra unchecked."""
+    return all(not a.startswith("-") or a in ("-m", "--multirun") for a in args)
+
+
 def config_dir_as_override(args: list[str]) -> list[str]:
     """Hydra's `--config-dir DIR` (`-cd DIR`, `--config-dir=DIR`) as the override it amounts to,
     `hydra.searchpath=[file://DIR]`: a folder of one's own presets on Hydra's search path. As an
@@ -859,23 +865,20 @@ def config_dir_as_override(args: list[str]) -> list[str]:
     they need (the folder's presets in `--help`, a primary config in the folder)."""
     spellings = ("-cd", "--config-d", "--config-di", "--config-dir")  # argparse takes a long flag's prefixes
     out, dirs = [], []
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if arg in spellings:
-            if i + 1 == len(args):
-                raise ValueError(f"{arg} needs a directory after it")
-            dirs.append(args[i + 1])
-            i += 2
-            continue
-        if arg.split("=", 1)[0] in spellings and "=" in arg:
-            dirs.append(arg.split("=", 1)[1])
-        else:
+    rest = iter(args)
+    for arg in rest:
+        flag, eq, value = arg.partition("=")
+        if flag not in spellings:
             out.append(arg)
-        i += 1
+        elif eq:
+            dirs.append(value)
+        elif (value := next(rest, None)) is None:
+            raise ValueError(f"{arg} needs a directory after it")
+        else:
+            dirs.append(value)
     # Hydra's other flags (--help, --cfg, --config-name, ...) skip the checks before a run, and some of them need
     # Hydra's own --config-dir (the primary config in the folder, the folder's presets in --help): left to Hydra
-    if not dirs or any(a.startswith("-") and a not in ("-m", "--multirun") for a in out):
+    if not dirs or not _checked_first(out):
         return args
     if len(dirs) > 1:
         raise ValueError(f"--config-dir is given {len(dirs)} times ({', '.join(dirs)}): give one folder")
@@ -912,7 +915,7 @@ def _run(config_name: str, task) -> None:
     if renamed:
         _fail(renamed)
     multirun = any(a in ("-m", "--multirun") for a in args)
-    if all(not a.startswith("-") or a in ("-m", "--multirun") for a in args):
+    if _checked_first(args):
         overrides = [a for a in args if not a.startswith("-")]
         try:
             configs = _precompose(config_name, overrides)
