@@ -146,7 +146,10 @@ def override_value(path: Path | str) -> str:
     text = str(path)
     if re.fullmatch(r"[\w./+@-]+", text):
         return text
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    # inside Hydra's quotes a backslash is literal unless backslashes precede a quote (or the closing one):
+    # such a run is doubled, then each quote escaped
+    text = re.sub(r"(\\+)(?='|$)", lambda m: m.group(1) * 2, text)
+    return "'" + text.replace("'", "\\'") + "'"
 
 
 def shell_override(key: str, path: Path | str) -> str:

@@ -180,6 +180,24 @@ def test_the_same_default_directory_is_claimed_once():
     assert [p.name for p in claimed] == ["2026-11-23_10-00-00", "2026-11-23_10-00-00-2", "2026-11-23_10-00-00-3"]
 
 
+@pytest.mark.parametrize("path", ["/runs/plain", "/runs/seed=0", "/runs/it's", "/runs/a\\b", "C:\\runs\\seed=0",
+                                  "/runs/ends\\", "/runs/a\\'b", "/runs/two\\\\'", "/runs/x y"])
+def test_a_path_reads_back_from_its_override_value(path):
+    """A backslash in a quoted path was doubled: Hydra keeps a backslash as it is unless backslashes
+    precede a quote, so `hydra.run.dir=C:\\runs\\seed=0` named a folder with two backslashes each."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_override(f"hydra.run.dir={rundir.override_value(path)}")
+    assert parsed.value() == path
+
+
+def test_a_run_directory_with_a_backslash_is_the_folder_named(tmp_path):
+    run_dir = tmp_path / "a\\b=1"
+    assert run_main("train", *TINY, "iterations=1", f"hydra.run.dir={rundir.override_value(run_dir)}").code == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a\\b=1"]
+    assert (run_dir / "checkpoints" / "last.pt").is_file()
+
+
 def test_a_directory_in_use_finished_or_empty_is_refused_in_one_line(tmp_path):
     busy = tmp_path / "busy"
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from grpo_robot import rundir; "
