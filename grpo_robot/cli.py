@@ -882,13 +882,19 @@ def config_dir_as_override(args: list[str]) -> list[str]:
         return args
     if len(dirs) > 1:
         raise ValueError(f"--config-dir is given {len(dirs)} times ({', '.join(dirs)}): give one folder")
-    folder = Path(dirs[0]).expanduser().resolve()
-    if not folder.is_dir():
-        raise ValueError(f"--config-dir={dirs[0]} is invalid: must be a directory of config groups "
-                         "(e.g. experiment/<name>.yaml)")  # fmt: skip
     if any(a.lstrip("+~").startswith("hydra.searchpath=") for a in out):
         raise ValueError("--config-dir and hydra.searchpath are both given: give one of them")
-    return [*out, f"hydra.searchpath=[{rundir.override_value('file://' + str(folder))}]"]
+    return [*out, search_path_override(dirs[0])]
+
+
+def search_path_override(config_dir: str) -> str:
+    """The override that puts the folder `config_dir` (of one's own presets) on Hydra's search path;
+    a ValueError (one line) if it is no folder."""
+    folder = Path(config_dir).expanduser().resolve()
+    if not folder.is_dir():
+        raise ValueError(f"--config-dir={config_dir} is invalid: must be a directory of config groups "
+                         "(e.g. experiment/<name>.yaml)")  # fmt: skip
+    return f"hydra.searchpath=[{rundir.override_value('file://' + str(folder))}]"
 
 
 def _run(config_name: str, task) -> None:

@@ -3,6 +3,7 @@
 import argparse
 import importlib.util
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -152,7 +153,7 @@ def test_a_stopped_comparison_keeps_the_runs_it_finished(tmp_path, capsys, monke
     assert err.value.signal == "SIGTERM"
     done = {"row": "gaussian", "seed": 0, "overrides": [], "env_steps": 1000, "seconds": 1.0, "successes": 3, "n": 10}
 
-    def run(row, seed, env_steps, n_eval, out):
+    def run(row, seed, env_steps, n_eval, out, *rest):
         if seed == 1:
             raise compare.Interrupted(f"{compare.run_dir(out, row, seed)} ended by SIGTERM", "SIGTERM")
         return done
@@ -167,3 +168,63 @@ def test_a_stopped_comparison_keeps_the_runs_it_finished(tmp_path, capsys, monke
     assert json.loads((tmp_path / "out" / "results.json").read_text()) == [done]
     assert capsys.readouterr().err.startswith(f"error: the comparison stopped: {tmp_path / 'out' / 'gaussian-seed1'} "
                                               "ended by SIGTERM; 1 runs of this call are in")  # fmt: skip
+
+
+def test_variants_of_ones_own_are_rows_checked_before_any_run(tmp_path, capsys, monkeypatch):
+    """compare_algorithms.py compared its six built-in rows only: DAPO's three changes could not be
+    told apart without editing the script, and a preset of one's own (--config-dir) had no way in.
+    A --variant is a row built from overrides and rows' names; every row is composed and validated
+    before the first run trains."""
+    assert compare.variant_rows([["no_ds", "dapo", "algo.dynamic_sampling.enabled=false"],
+                                 ["no_ds_lr", "no_ds", "algo.lr=1e-3"]]) == {  # fmt: skip
+        "no_ds": [*compare.ROWS["dapo"], "algo.dynamic_sampling.enabled=false"],
+        "no_ds_lr": [*compare.ROWS["dapo"], "algo.dynamic_sampling.enabled=false", "algo.lr=1e-3"],
+    }
+    for specs, message in [([["dapo", "algo.lr=1e-3"]], "--variant dapo: the name is taken (by a built-in row)"),
+                           ([["a", "x=1"], ["a", "y=1"]], "--variant a: the name is taken (by an earlier --variant)"),
+                           ([["../up", "x=1"]], "--variant ../up: the name must match"),
+                           ([["a"]], "--variant a needs overrides after its name"),
+                           ([["a", "dapoo"]], "--variant a: 'dapoo' is neither an override")]:  # fmt: skip
+        with pytest.raises(ValueError, match=re.escape(message)):
+            compare.variant_rows(specs)
+    # DAPO without dynamic sampling is DAPO's config with that one key changed
+    from grpo_robot.cli import compose_train_config
+
+    no_ds = compose_train_config(*compare.variant_rows([["v", "dapo", "algo.dynamic_sampling.enabled=false"]])["v"])
+    assert (no_ds.algo.dynamic_sampling.enabled, no_ds.algo.clip.high, no_ds.algo.aggregation) == (False, 0.28,
+                                                                                                    "token-mean")
+
+    presets = tmp_path / "presets" / "algo"
+    presets.mkdir(parents=True)
+    (presets / "mine.yaml").write_text("defaults:\n  - grpo_from_scratch\n  - _self_\nlr: 0.00123\n")
+    calls = []
+
+    def run(row, seed, env_steps, n_eval, out, row_overrides, extra):
+        cfg = compose_train_config(*row_overrides, *extra)
+        calls.append((row, seed, row_overrides, cfg.algo.lr))
+        return {"row": row, "seed": seed, "overrides": list(row_overrides), "env_steps": env_steps, "seconds": 6.0,
+                "successes": 1, "n": n_eval}  # fmt: skip
+
+    monkeypatch.setattr(compare, "run", run)
+    script = Path(__file__).parents[1] / "scripts" / "compare_algorithms.py"
+    spec = importlib.util.spec_from_file_location("compare_script", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    base = [str(script), "--out", str(tmp_path / "out"), "--seeds", "0", "--eval-seeds", "2", "--config-dir",
+            str(tmp_path / "presets")]
+    monkeypatch.setattr(sys, "argv", [*base, "--variant", "mine", "algo=mine"])
+    assert module.main() == 0
+    default_lr = compose_train_config().algo.lr
+    assert calls == [("gaussian", 0, [], default_lr), ("mine", 0, ["algo=mine"], 0.00123)]  # gaussian: the default
+    assert "| mine | `algo=mine` | **50%** |" in capsys.readouterr().out
+    calls.clear()
+    for argv, message in [(["--variant", "bad", "dapo", "algo.lr=-1"], "row 'bad' ("),
+                          (["--variant", "bad", "algo=nope"], "row 'bad' (algo=nope): MissingConfigException"),
+                          (["--rows", "dapo", "--variant", "v", "algo.nokey=1"],
+                           "row 'v' (algo.nokey=1): ConfigCompositionException")]:  # fmt: skip
+        monkeypatch.setattr(sys, "argv", [*base[:-2], "--out", str(tmp_path / "out2"), *argv])
+        with pytest.raises(SystemExit) as code:
+            module.main()
+        err = capsys.readouterr().err
+        assert code.value.code == 2 and message in err and len(err.strip().splitlines()[-1]) < 400, err
+    assert calls == [] and not (tmp_path / "out2").exists()  # nothing ran, nothing written

@@ -46,6 +46,53 @@ ROWS: dict[str, list[str]] = {
 ROW_KEYS = {name.replace(" ", "_"): name for name in ROWS}  # the names on the command line
 
 
+VARIANT_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]*"  # a variant's name: its runs' folder names start with it
+
+
+def variant_rows(specs: Sequence[Sequence[str]]) -> dict[str, list[str]]:
+    """Rows of one's own, from `--variant NAME WORD...` (`specs`: one `[NAME, WORD, ...]` each): each
+    WORD an override (`algo.clip.high=0.32`) or the name of a row (built-in, or a variant given
+    before it) whose overrides it adds, so that `--variant dapo_no_ds dapo
+    algo.dynamic_sampling.enabled=false` is DAPO without its dynamic sampling. Hydra takes the
+    last value of a key. A ValueError (one line) names a bad name or word."""
+    import re
+
+    rows: dict[str, list[str]] = {}
+    for name, *words in specs:
+        if not re.fullmatch(VARIANT_NAME, name):
+            raise ValueError(f"--variant {name}: the name must match {VARIANT_NAME} (it names the runs' folders)")
+        if name in ROW_KEYS or name in rows:
+            by = "a built-in row" if name in ROW_KEYS else "an earlier --variant"
+            raise ValueError(f"--variant {name}: the name is taken (by {by}); rows: {', '.join([*ROW_KEYS, *rows])}")
+        if not words:
+            raise ValueError(f"--variant {name} needs overrides after its name (key=value, or a row's name)")
+        overrides: list[str] = []
+        for word in words:
+            if "=" in word or word.startswith(("+", "~")):
+                overrides.append(word)
+            elif word in ROW_KEYS or word in rows:
+                overrides += ROWS[ROW_KEYS[word]] if word in ROW_KEYS else rows[word]
+            else:
+                raise ValueError(f"--variant {name}: {word!r} is neither an override (key=value) nor a row "
+                                 f"({', '.join([*ROW_KEYS, *rows])})")  # fmt: skip
+        rows[name] = overrides
+    return rows
+
+
+def check_rows(rows: dict[str, list[str]], extra: Sequence[str] = ()) -> None:
+    """Compose and validate each row's config (with `extra`, such as a search path) before any run,
+    so that a bad override is one line, not a failure after the rows before it have trained."""
+    from grpo_robot.config.validate import validate
+
+    for name, overrides in rows.items():
+        try:
+            validate(compose_train_config(*overrides, *extra))
+        except Exception as err:  # noqa: BLE001  (Hydra's own errors on a bad override, and the schema's)
+            kind = "" if isinstance(err, ValueError) else f"{type(err).__name__}: "
+            raise ValueError(f"row {name!r} ({' '.join(overrides) or 'the default job'}): "
+                             f"{kind}{str(err).splitlines()[0]}") from None  # fmt: skip
+
+
 def run_dir(out: Path, row_name: str, seed: int) -> Path:
     return out / f"{row_name.replace(' ', '_')}-seed{seed}"
 
@@ -78,11 +125,15 @@ class Interrupted(RuntimeError):
         self.signal = signal
 
 
-def run(row_name: str, seed: int, env_steps: int, n_eval: int, out: Path) -> dict:
-    """Train one row's config for `env_steps` env steps; its record."""
+def run(row_name: str, seed: int, env_steps: int, n_eval: int, out: Path, row_overrides: Sequence[str] | None = None,
+        extra: Sequence[str] = ()) -> dict:  # fmt: skip
+    """Train one row's config for `env_steps` env steps; its record. `row_overrides`: the row's
+    (a built-in row's by default); `extra`: overrides for every row that are not the row's own
+    (a search path), recorded apart."""
     from grpo_robot.trainer import Trainer
 
-    overrides = [*ROWS[row_name], f"seed={seed}", f"max_env_steps={env_steps}", "iterations=100000"]
+    row_overrides = list(ROWS[row_name] if row_overrides is None else row_overrides)
+    overrides = [*row_overrides, *extra, f"seed={seed}", f"max_env_steps={env_steps}", "iterations=100000"]
     overrides += ["eval_every=100000", f"eval_seeds={n_eval}", "time_limit_min=null", "progress=false"]
     cfg = compose_train_config(*overrides)
     start = time.perf_counter()
@@ -99,7 +150,8 @@ def run(row_name: str, seed: int, env_steps: int, n_eval: int, out: Path) -> dic
     return {
         "row": row_name,
         "seed": seed,
-        "overrides": ROWS[row_name],
+        "overrides": row_overrides,
+        **({"extra": list(extra)} if extra else {}),
         "env_steps": summary["env_steps"],
         "seconds": time.perf_counter() - start,
         "successes": int(result.success.sum()),
@@ -126,6 +178,6 @@ def table(results: list[dict], rows: Sequence[str]) -> str:
         minutes = np.mean([r["seconds"] for r in runs]) / 60
         steps = [r["env_steps"] for r in runs]  # a budget ends after the iteration that reaches it
         spent = f"{min(steps):,}" if min(steps) == max(steps) else f"{min(steps):,}-{max(steps):,}"
-        ran = runs[0].get("overrides", ROWS[name])  # what the runs trained with, as recorded
+        ran = runs[0].get("overrides", ROWS.get(name, []))  # what the runs trained with, as recorded
         lines.append(row(name, f"`{' '.join(ran) or '(default)'}`", cell(runs), spent, f"{minutes:.1f}"))
     return "\n".join(lines)
