@@ -559,6 +559,8 @@ def _precompose(config_name: str, overrides: list[str]) -> list[DictConfig]:
     import itertools
     import math
 
+    register_configs()  # the schemas the configs' defaults name (also when no command ran before)
+
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -641,14 +643,14 @@ def _touched_keys(overrides: list[str], composed: DictConfig) -> set[str]:
         return {k for k in leaves if k == prefix or k.startswith(f"{prefix}.")}
 
     # where Hydra looks for a preset: conf/, then the folders of hydra.searchpath (--config-dir)
-    folders = [Path(CONF_DIR)] + [Path(str(p).removeprefix("file://")) for p in composed.hydra.get("searchpath") or []
-                                  if "://" not in str(p) or str(p).startswith("file://")]  # no scheme: a path
+    folders = [Path(CONF_DIR)] + [f for p in composed.hydra.get("searchpath") or [] if (f := _search_folder(str(p)))]
 
     def experiment_keys(name: str) -> set[str]:
         path = next((p for f in folders if (p := f / "experiment" / f"{name}.yaml").is_file()), None)
-        if path is None:  # on a package's search path (pkg://), not read here: no keys counted as set
+        if path is None:  # on a search path of another scheme: no keys counted as set
             return set()
-        spec = OmegaConf.to_container(OmegaConf.load(path))
+        with path.open() as f:
+            spec = OmegaConf.to_container(OmegaConf.load(f))
         keys = {k for k in flatten({k: v for k, v in spec.items() if k != "defaults"}) if k in leaves}
         for entry in spec.get("defaults") or []:
             if isinstance(entry, dict):
@@ -671,6 +673,22 @@ def _touched_keys(overrides: list[str], composed: DictConfig) -> set[str]:
             touched |= under(key) if key in leaves or key in groups or any(k.startswith(f"{key}.") for k in leaves) \
                 else set()  # fmt: skip
     return touched
+
+
+def _search_folder(entry: str):
+    """The folder of a `hydra.searchpath` entry, to read presets from: a path (`file://DIR` or no
+    scheme), or a package's folder (`pkg://package.module`, as a `Traversable`); None for another
+    scheme or a package that does not import (Hydra has then refused the entry, or reads it itself)."""
+    if entry.startswith("pkg://"):
+        from importlib import resources
+
+        try:
+            return resources.files(entry.removeprefix("pkg://").strip("/").replace("/", "."))
+        except (ImportError, TypeError, ValueError):
+            return None
+    if "://" in entry and not entry.startswith("file://"):
+        return None
+    return Path(entry.removeprefix("file://"))
 
 
 def _without_hydra(cfg: DictConfig) -> DictConfig:

@@ -368,6 +368,26 @@ def test_a_sweep_over_presets_composes():
     assert {"iterations", "max_env_steps", "env.task"} <= touched
 
 
+@pytest.mark.parametrize("scheme", ["file", "pkg"])
+def test_the_keys_of_a_preset_on_the_search_path_count_as_set(tmp_path, monkeypatch, scheme):
+    """A preset in a package on Hydra's search path (`pkg://`) was not read: none of its keys counted
+    as set, so a resume took their values from the checkpoint instead of the preset."""
+    from grpo_robot.cli import _precompose, _touched_keys
+
+    package = tmp_path / "my_presets"
+    (package / "experiment").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "experiment" / "mine.yaml").write_text(
+        "# @package _global_\ndefaults:\n  - override /env: reach\n  - _self_\niterations: 7\nalgo:\n  lr: 0.002\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    where = f"file://{package}" if scheme == "file" else "pkg://my_presets"
+    overrides = ["experiment=mine", f"hydra.searchpath=[{where}]"]
+    composed = _precompose("config", overrides)[0]
+    assert (composed.iterations, composed.algo.lr) == (7, 0.002)
+    touched = _touched_keys(overrides, composed)
+    assert {"iterations", "algo.lr", "env.task"} <= touched and "algo.epochs" not in touched
+
+
 def test_every_value_of_a_large_sweep_is_checked_first_and_a_plus_key_names_its_jobs(tmp_path, monkeypatch):
     from grpo_robot import cli
     from grpo_robot.cli import _precompose, _run_dir_overrides
