@@ -341,8 +341,10 @@ def _robomimic(f: Any, main: Path, cfg: EnvConfig, env: Any, filter_key: str | N
     if "env_args" in data.attrs:
         args = _json_attr(data.attrs["env_args"], f"{where}: data.attrs['env_args']")
         kwargs = dict(args.get("env_kwargs") or {})
-        ident = {"kwargs": {"env_name": args.get("env_name"), **{k: v for k, v in kwargs.items() if k == "robots"}},
-                 "partial_kwargs": True}  # fmt: skip  (robomimic records the robosuite env's own kwargs)
+        # robomimic records the robosuite env's own kwargs: of those, the ones the adapter takes by the same name and
+        # meaning (control_freq: a demo recorded at another rate replays as other motions)
+        recorded = {k: v for k, v in kwargs.items() if k in ("robots", "control_freq")}
+        ident = {"kwargs": {"env_name": args.get("env_name"), **recorded}, "partial_kwargs": True}
         if isinstance(ident["kwargs"].get("robots"), list) and len(ident["kwargs"]["robots"]) == 1:
             ident["kwargs"]["robots"] = ident["kwargs"]["robots"][0]
     mine = _config_ident(cfg)

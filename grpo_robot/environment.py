@@ -241,5 +241,8 @@ def check_identity(theirs: dict[str, Any], mine: dict[str, Any], what: str) -> N
     """`ValueError` naming both sides unless `theirs` fits `mine`; `what` says whose env `theirs` is."""
     key = identity_mismatch(theirs, mine)
     if key is not None:
+        if key.startswith("kwargs."):  # as each side makes the env: a default the config leaves unwritten too
+            name = key.removeprefix("kwargs.")
+            key += f": {_made_with(theirs)[name]!r} against the config's {_made_with(mine)[name]!r}"
         raise ValueError(f"{what} is for {describe_identity(theirs)}, but the config has {describe_identity(mine)} "
                          f"(they differ in {key})")  # fmt: skip
