@@ -45,6 +45,7 @@ class BCResult:
     val_loss: list[float] = field(default_factory=list)  # validation NLL, every eval_every steps
     val_action_mse: list[float] = field(default_factory=list)  # of the deterministic action: the stopping score
     out_of_time: bool = False  # stopped at the run's time limit (`time_limit_min`), not by patience or max_steps
+    refit_steps: int = 0  # bc.refit: steps of the fit on every episode that replaced the kept weights (0: none)
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -97,14 +98,7 @@ def behaviour_clone(policy: Policy, data: DemoDataset, cfg: BCConfig, device: to
 
     train_obs, _, train_raw = rows(train_ep)
     val_obs, val_action, val_raw = rows(val_ep)
-    norm = policy.obs_norm
-    norm.mean.zero_(), norm.var.fill_(1.0), norm.count.zero_()
-    norm.update(train_obs)
-
-    frozen = set() if cfg.learn_std else {id(p) for p in policy.std_parameters()}
-    params = [p for p in policy.parameters() if id(p) not in frozen]
-    optimizer = torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    shuffle = torch.Generator().manual_seed(int(np.random.default_rng([seed, 12]).integers(2**62)))
+    initial = copy.deepcopy(policy.state_dict()) if cfg.refit and len(val_obs) else None
 
     def nll(obs: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         if smooth:
@@ -113,23 +107,13 @@ def behaviour_clone(policy: Policy, data: DemoDataset, cfg: BCConfig, device: to
 
     result = BCResult(-1, 0, math.inf, len(train_ep), len(val_ep), 0.0)
     best_state = copy.deepcopy(policy.state_dict())
-    n = len(train_obs)
-    order = torch.empty(0, dtype=torch.long, device=device)
     window: list[float] = []
     diverged = None
-    for step in range(1, cfg.max_steps + 1):
-        if len(order) < min(cfg.batch_size, n):  # walk through shuffled passes over the data
-            order = torch.cat([order, torch.randperm(n, generator=shuffle).to(device)])
-        idx, order = order[: cfg.batch_size], order[cfg.batch_size :]
-        loss = nll(train_obs[idx], train_raw[idx])
-        if not torch.isfinite(loss):
-            diverged = f"the training loss was {loss.item()} at step {step}"
+    for step, loss in enumerate(_fit_steps(policy, train_obs, train_raw, nll, cfg, seed, cfg.max_steps), start=1):
+        if not math.isfinite(loss):
+            diverged = f"the training loss was {loss} at step {step}"
             break
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        policy.after_step()  # the std's or temperature's bounds, when BC fits them
-        window.append(loss.item())
+        window.append(loss)
         result.out_of_time = deadline is not None and time.perf_counter() > deadline
         if step % cfg.eval_every and step != cfg.max_steps and not result.out_of_time:
             continue
@@ -159,8 +143,64 @@ def behaviour_clone(policy: Policy, data: DemoDataset, cfg: BCConfig, device: to
     policy.load_state_dict(best_state)
     if cfg.learn_std:  # the fit stopped on the mean's error, wherever Adam had taken the std by then
         fit_free_std(policy, *((val_obs, val_raw) if len(val_obs) else (train_obs, train_raw)))
+    if initial is not None and result.best_step > 0 and not result.out_of_time:
+        all_obs, _, all_raw = rows(np.arange(data.n_episodes))
+        result.refit_steps = _refit(policy, initial, all_obs, all_raw, nll, cfg, seed, result.best_step)
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _fit_steps(policy: Policy, obs: torch.Tensor, raw: torch.Tensor, nll, cfg: BCConfig, seed: int, steps: int):
+    """Fit `policy` to (obs, raw) from its current weights: the observation normalizer set to
+    `obs`'s statistics, a fresh Adam, minibatches from shuffled passes over the rows (the same
+    for the same `seed`); yields each step's training loss (a float; a non-finite one is not
+    stepped on, and the caller stops)."""
+    norm = policy.obs_norm
+    norm.mean.zero_(), norm.var.fill_(1.0), norm.count.zero_()
+    norm.update(obs)
+    frozen = set() if cfg.learn_std else {id(p) for p in policy.std_parameters()}
+    params = [p for p in policy.parameters() if id(p) not in frozen]
+    optimizer = torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    shuffle = torch.Generator().manual_seed(int(np.random.default_rng([seed, 12]).integers(2**62)))
+    n = len(obs)
+    order = torch.empty(0, dtype=torch.long, device=obs.device)
+    for _ in range(steps):
+        if len(order) < min(cfg.batch_size, n):  # walk through shuffled passes over the data
+            order = torch.cat([order, torch.randperm(n, generator=shuffle).to(obs.device)])
+        idx, order = order[: cfg.batch_size], order[cfg.batch_size :]
+        loss = nll(obs[idx], raw[idx])
+        if not torch.isfinite(loss):
+            yield loss.item()
+            return
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        policy.after_step()  # the std's or temperature's bounds, when BC fits them
+        yield loss.item()
+
+
+def _refit(policy: Policy, initial: dict, obs: torch.Tensor, raw: torch.Tensor, nll, cfg: BCConfig, seed: int,
+           steps: int) -> int:  # fmt: skip
+    """`bc.refit`: the fit again from the `initial` weights on every episode, for the `steps` that
+    early stopping chose on the split; the policy's weights then. Its std or temperature
+    (`bc.learn_std`) stays the split fit's, which the held-out episodes set. A non-finite loss
+    keeps the split fit's weights (a warning says so) -> the steps of the refit, 0 then."""
+    import logging
+
+    split = copy.deepcopy(policy.state_dict())
+    held_out = [p.detach().clone() for p in policy.std_parameters()]
+    policy.load_state_dict(initial)
+    for step, loss in enumerate(_fit_steps(policy, obs, raw, nll, cfg, seed, steps), start=1):
+        if not math.isfinite(loss):
+            logging.getLogger(__name__).warning("bc.refit: the training loss was %s at step %d of %d; the clone "
+                                                "keeps the weights of the fit on the split", loss, step, steps)
+            policy.load_state_dict(split)
+            return 0
+    if cfg.learn_std:
+        with torch.no_grad():
+            for p, q in zip(policy.std_parameters(), held_out, strict=True):
+                p.copy_(q)
+    return steps
 
 
 @torch.no_grad()

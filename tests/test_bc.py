@@ -123,6 +123,58 @@ def test_a_clone_whose_loss_goes_non_finite_keeps_its_best_weights_or_says_it_di
     assert all(torch.isfinite(v).all() for v in policy.state_dict().values())  # the weights of step 4
 
 
+@pytest.mark.parametrize("kind", ["gaussian", "tokenized"])
+def test_refit_clones_every_episode_for_the_steps_early_stopping_chose(kind):
+    """bc.refit: the held-out episodes chose when to stop, and then no demonstration was left out of
+    the clone. The clone is, bit for bit, a fit from the same initial weights on every episode for
+    exactly those steps; its std stays the one the held-out episodes set."""
+    data, _ = collect_demos("Reach", 5, nthread=1)
+    policy_cfg = PolicyConfig(type=kind, hidden_sizes=[16], bins=16, learn_temperature=kind == "tokenized")
+    cfg = BCConfig(max_steps=400, eval_every=10, patience=3, val_fraction=0.4, seed=1, learn_std=True)
+    split, split_result = clone(data, policy_cfg, cfg)
+    refit, result = clone(data, policy_cfg, replace(cfg, refit=True))
+    k = result.best_step
+    assert k == split_result.best_step and 0 < k < 400 and result.refit_steps == k
+    assert (result.train_episodes, result.val_episodes) == (3, 2)  # the split's, which chose k
+    direct, _ = clone(data, policy_cfg, replace(cfg, val_fraction=0.0, max_steps=k, eval_every=k))
+    held_out = {id(p) for p in refit.std_parameters()}
+    for (name, a), b, c in zip(refit.named_parameters(), direct.parameters(), split.parameters(), strict=True):
+        if id(a) in held_out:
+            torch.testing.assert_close(a, c, rtol=0, atol=0)  # the split fit's std (held-out residual)
+        else:
+            torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
+            assert not torch.equal(a, c), name  # it did train on more than the split
+    for buffer in ("mean", "var", "count"):  # the normalizer of every episode
+        torch.testing.assert_close(getattr(refit.obs_norm, buffer), getattr(direct.obs_norm, buffer), rtol=0, atol=0)
+    _, alone = clone(data, policy_cfg, replace(cfg, refit=True, val_fraction=0.0))
+    assert alone.refit_steps == 0 and alone.val_episodes == 0  # nothing held out: nothing to refit
+
+
+def test_a_refit_whose_loss_goes_non_finite_keeps_the_split_fit(monkeypatch, caplog):
+    import logging
+
+    from grpo_robot import bc
+
+    data, _ = collect_demos("Reach", 4, nthread=1)
+    policy_cfg, cfg = PolicyConfig(hidden_sizes=[16]), BCConfig(max_steps=60, eval_every=10, val_fraction=0.25, seed=0)
+    split, _ = clone(data, policy_cfg, cfg)
+    fits = []
+    fit_steps = bc._fit_steps
+
+    def nan_in_the_refit(policy, *args):
+        fits.append(len(fits))
+        for step, loss in enumerate(fit_steps(policy, *args), start=1):
+            yield float("nan") if len(fits) == 2 and step == 3 else loss
+
+    monkeypatch.setattr(bc, "_fit_steps", nan_in_the_refit)
+    with caplog.at_level(logging.WARNING, logger="grpo_robot.bc"):
+        kept, result = clone(data, policy_cfg, replace(cfg, refit=True))
+    assert len(fits) == 2 and result.refit_steps == 0
+    assert "bc.refit: the training loss was nan at step 3 of" in caplog.text
+    for a, b in zip(kept.state_dict().values(), split.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
 def test_default_output_names_never_replace_an_earlier_file(tmp_path, monkeypatch):
     # collect_demos' default name holds the task and episode count, not the noise or seed: a second
     # collection replaced the first; pretrain_bc's default clone name likewise

@@ -228,3 +228,15 @@ def test_variants_of_ones_own_are_rows_checked_before_any_run(tmp_path, capsys, 
         err = capsys.readouterr().err
         assert code.value.code == 2 and message in err and len(err.strip().splitlines()[-1]) < 400, err
     assert calls == [] and not (tmp_path / "out2").exists()  # nothing ran, nothing written
+
+
+def test_the_refit_comparison_pairs_each_seeds_clones_and_counts_them():
+    from grpo_robot.bench.bc_demos import refit_pairs, refit_summary
+
+    (record,) = refit_pairs("lift_cube_bc", [1], 8, ["demos.episodes=3", "bc.max_steps=100", "bc.eval_every=20"])
+    assert (record["experiment"], record["seed"], record["episodes"]) == ("lift_cube_bc", 1, 3)
+    assert record["split"]["steps"] == record["refit"]["steps"] > 0  # the refit runs the steps the split chose
+    assert record["split"]["n"] == record["refit"]["n"] == 8
+    made = [{"experiment": "a", "seed": s, "split": {"successes": x, "n": 10}, "refit": {"successes": y, "n": 10}}
+            for s, (x, y) in enumerate([(1, 2), (5, 5), (4, 1)])]  # fmt: skip
+    assert refit_summary(made)[2] == "| a | 3 | 33.3% | 26.7% | 1 / 1 / 1 |"

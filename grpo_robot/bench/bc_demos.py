@@ -43,3 +43,45 @@ def sweep(
         for kind in policies:
             results = [clone_success(env, kind, n, token_sigma) for n in demos]
             yield row(task, kind, *(rate_interval(r.rate, r.interval) for r in results))
+
+
+def refit_pairs(experiment: str, seeds: Sequence[int], n_eval: int, overrides: Sequence[str] = ()) -> Iterator[dict]:
+    """`bc.refit` against the split fit, per run seed of a demo pipeline (`experiment=<name>`): each
+    seed's demos, split and initial weights as `scripts/train.py` draws them, the clone fitted
+    with and without the refit, each evaluated deterministically on the first `n_eval` held-out
+    seeds -> a record per seed."""
+    import dataclasses
+
+    from grpo_robot.bc import clone, run_seeded
+    from grpo_robot.cli import compose_train_config
+    from grpo_robot.environment import make_eval_env
+
+    for seed in seeds:
+        cfg = compose_train_config(f"experiment={experiment}", f"seed={seed}", *overrides)
+        d, bc = run_seeded(cfg)
+        data, _ = collect_demos(cfg.env.task, d.episodes, d.noise, d.seed, d.max_attempts, nthread=cfg.env.nthread,
+                                horizon=cfg.env.horizon, outcome=cfg.env.outcome)  # fmt: skip
+        env = make_eval_env(cfg, n_eval)
+        record = {"experiment": experiment, "seed": seed, "episodes": data.n_episodes}
+        for name, refit in (("split", False), ("refit", True)):
+            policy, result = clone(data, cfg.policy, dataclasses.replace(bc, refit=refit))
+            evaluation = evaluate(env, policy, eval_seeds(n_eval), torch.device("cpu"))
+            record[name] = {"steps": result.best_step, "successes": int(evaluation.success.sum()), "n": n_eval}
+        env.close()
+        yield record
+
+
+def refit_summary(records: Sequence[dict]) -> list[str]:
+    """Markdown: a row per experiment, the mean success of the split fit and of the refit over its
+    seeds, and on how many seeds the refit came out above, level and below."""
+    lines = [row("experiment", "seeds", "split fit", "refit", "refit above / level / below"),
+             row("---", "---:", "---:", "---:", "---")]  # fmt: skip
+    for name in dict.fromkeys(r["experiment"] for r in records):
+        mine = [r for r in records if r["experiment"] == name]
+        rates = {k: [r[k]["successes"] / r[k]["n"] for r in mine] for k in ("split", "refit")}
+        pairs = list(zip(rates["split"], rates["refit"], strict=True))
+        above, below = sum(b > a for a, b in pairs), sum(b < a for a, b in pairs)
+        mean = {k: f"{100 * sum(v) / len(v):.1f}%" for k, v in rates.items()}
+        lines.append(row(name, str(len(mine)), mean["split"], mean["refit"],
+                         f"{above} / {len(pairs) - above - below} / {below}"))  # fmt: skip
+    return lines

@@ -417,6 +417,9 @@ class BCConfig:
     lr: float = 1e-3
     weight_decay: float = 0.0
     val_fraction: float = 0.2  # episodes held out for early stopping (at least one)
+    # fit again from the same initial weights on every episode, held-out ones included, for the
+    # steps early stopping chose: no demonstration is left out of the clone
+    refit: bool = False
     eval_every: int = 50  # gradient steps between validation checks
     patience: int = 20  # checks without a lower held-out action error before stopping
     # also fit the Gaussian's std (else it stays at policy.init_std for exploration): a free std ends
