@@ -148,6 +148,11 @@ def test_refit_clones_every_episode_for_the_steps_early_stopping_chose(kind):
         torch.testing.assert_close(getattr(refit.obs_norm, buffer), getattr(direct.obs_norm, buffer), rtol=0, atol=0)
     _, alone = clone(data, policy_cfg, replace(cfg, refit=True, val_fraction=0.0))
     assert alone.refit_steps == 0 and alone.val_episodes == 0  # nothing held out: nothing to refit
+    from grpo_robot.config import ConfigError
+    from grpo_robot.config.validate import validate_bc
+
+    with pytest.raises(ConfigError, match=r"^bc.refit=True is invalid: needs held-out episodes \(bc.val_fraction > "):
+        validate_bc(replace(cfg, refit=True, val_fraction=0.0))  # a config says so in one line before any work
 
 
 def test_a_refit_whose_loss_goes_non_finite_keeps_the_split_fit(monkeypatch, caplog):

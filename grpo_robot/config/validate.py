@@ -567,7 +567,11 @@ def validate_demos(demos: DemoConfig, prefix: str = "demos.", env: EnvConfig | N
 
 def validate_bc(bc: BCConfig, prefix: str = "bc.") -> None:
     """Behaviour cloning (training with pretrain=true, pretrain_bc); `bc` may also be the composed node."""
-    check_values(_typed(bc, BCConfig, prefix), prefix)
+    bc = _typed(bc, BCConfig, prefix)
+    check_values(bc, prefix)
+    _check(not bc.refit or bc.val_fraction > 0, f"{prefix}refit", bc.refit,
+           f"needs held-out episodes ({prefix}val_fraction > 0), on which early stopping chooses the refit's "
+           "steps; with none, the fit is on every episode already")  # fmt: skip
 
 
 def validate_policy(pol: PolicyConfig) -> None:
