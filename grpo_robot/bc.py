@@ -145,7 +145,7 @@ def behaviour_clone(policy: Policy, data: DemoDataset, cfg: BCConfig, device: to
         fit_free_std(policy, *((val_obs, val_raw) if len(val_obs) else (train_obs, train_raw)))
     if initial is not None and result.best_step > 0 and not result.out_of_time:
         all_obs, _, all_raw = rows(np.arange(data.n_episodes))
-        result.refit_steps = _refit(policy, initial, all_obs, all_raw, nll, cfg, seed, result.best_step)
+        result.refit_steps = _refit(policy, initial, all_obs, all_raw, nll, cfg, seed, result.best_step, deadline)
     result.seconds = time.perf_counter() - start
     return result
 
@@ -180,20 +180,23 @@ def _fit_steps(policy: Policy, obs: torch.Tensor, raw: torch.Tensor, nll, cfg: B
 
 
 def _refit(policy: Policy, initial: dict, obs: torch.Tensor, raw: torch.Tensor, nll, cfg: BCConfig, seed: int,
-           steps: int) -> int:  # fmt: skip
+           steps: int, deadline: float | None = None) -> int:  # fmt: skip
     """`bc.refit`: the fit again from the `initial` weights on every episode, for the `steps` that
     early stopping chose on the split; the policy's weights then. Its std or temperature
-    (`bc.learn_std`) stays the split fit's, which the held-out episodes set. A non-finite loss
-    keeps the split fit's weights (a warning says so) -> the steps of the refit, 0 then."""
+    (`bc.learn_std`) stays the split fit's, which the held-out episodes set. A non-finite loss, or
+    the run's time limit (`deadline`) before the last step, keeps the split fit's weights (a
+    warning says so) -> the steps of the refit, 0 then."""
     import logging
 
     split = copy.deepcopy(policy.state_dict())
     held_out = [p.detach().clone() for p in policy.std_parameters()]
     policy.load_state_dict(initial)
     for step, loss in enumerate(_fit_steps(policy, obs, raw, nll, cfg, seed, steps), start=1):
-        if not math.isfinite(loss):
-            logging.getLogger(__name__).warning("bc.refit: the training loss was %s at step %d of %d; the clone "
-                                                "keeps the weights of the fit on the split", loss, step, steps)
+        late = deadline is not None and step < steps and time.perf_counter() > deadline
+        if not math.isfinite(loss) or late:
+            why = "the run's time limit came" if late else f"the training loss was {loss}"
+            logging.getLogger(__name__).warning("bc.refit: %s at step %d of %d; the clone keeps the weights of the "
+                                                "fit on the split", why, step, steps)  # fmt: skip
             policy.load_state_dict(split)
             return 0
     if cfg.learn_std:

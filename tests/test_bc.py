@@ -178,6 +178,16 @@ def test_a_refit_whose_loss_goes_non_finite_keeps_the_split_fit(monkeypatch, cap
     assert "bc.refit: the training loss was nan at step 3 of" in caplog.text
     for a, b in zip(kept.state_dict().values(), split.state_dict().values(), strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
+    monkeypatch.setattr(bc, "_fit_steps", fit_steps)
+    # the time limit comes once the split fit is done: it reads the clock at its start and once per step (60)
+    clock = iter([0.0] * (1 + 60 + 1) + [1e9] * 10_000)
+    monkeypatch.setattr(bc.time, "perf_counter", lambda: next(clock))
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="grpo_robot.bc"):
+        late, result = clone(data, policy_cfg, replace(cfg, refit=True), deadline=1.0)
+    assert result.refit_steps == 0 and not result.out_of_time and "bc.refit: the run's time limit came" in caplog.text
+    for a, b in zip(late.state_dict().values(), split.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
 def test_default_output_names_never_replace_an_earlier_file(tmp_path, monkeypatch):
