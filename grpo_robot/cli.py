@@ -538,6 +538,31 @@ def compose_train_config(*overrides: str):
     return to_train_config(compose_config(*overrides))
 
 
+def checked_train_config(*overrides: str):
+    """The `TrainConfig` that `scripts/train.py <overrides>` trains, with the checks that command makes
+    before it runs (renamed keys, bools, a dict's new keys, Hydra's errors, the schema's values);
+    a `ConfigError` in one line otherwise. For scripts that run trainings of their own."""
+    from grpo_robot.config import ConfigError, validate
+    from grpo_robot.config.errors import hydra_error_line
+
+    prepared = free_dict_overrides(whole_number_overrides(list(overrides)))
+    refused = renamed_key_error(prepared) or bool_override_error(prepared)
+    if refused:
+        raise ConfigError(refused)
+    try:
+        cfg = compose_train_config(*prepared)
+    except Exception as err:  # noqa: BLE001  (Hydra's and OmegaConf's errors, several lines each)
+        if isinstance(err, ValueError) and type(err).__module__.startswith("grpo_robot."):
+            raise
+        try:
+            base = compose_config()  # a misspelled key's parent lists its keys from it
+        except Exception:  # noqa: BLE001
+            base = None
+        raise ConfigError(hydra_error_line(err, base, prepared)) from None
+    validate(cfg)
+    return cfg
+
+
 def compose_config(*overrides: str) -> DictConfig:
     """`conf/config.yaml` composed with `overrides`, untyped (see `compose_train_config`)."""
     from hydra import compose, initialize_config_dir

@@ -6,7 +6,8 @@ the default task, several training seeds each; prints a Markdown table for docs/
     python scripts/compare_algorithms.py --variant dapo_no_ds dapo algo.dynamic_sampling.enabled=false
 
 A `--variant NAME WORD...` is a row of one's own: each WORD an override or the name of a row whose
-overrides it adds (the last value of a key wins). With variants, `--rows` defaults to `gaussian`
+overrides it adds (the last value of a key wins; a preset choice such as `algo=my_algo`
+is applied before every key, wherever it stands). With variants, `--rows` defaults to `gaussian`
 (the default job) alone. `--config-dir DIR` puts a folder of one's own presets on the search path
 of every row (`--variant mine algo=my_algo`).
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from grpo_robot.bench.markdown import rate_interval, row
-from grpo_robot.cli import compose_train_config
+from grpo_robot.cli import checked_train_config
 from grpo_robot.stats import wilson_interval
 
 
@@ -47,6 +47,10 @@ ROW_KEYS = {name.replace(" ", "_"): name for name in ROWS}  # the names on the c
 
 
 VARIANT_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]*"  # a variant's name: its runs' folder names start with it
+# the keys `run` sets for every row, after the row's own overrides: a row's value for one would be dropped
+RUN_KEYS = {"seed": "--seeds", "max_env_steps": "--env-steps", "eval_seeds": "--eval-seeds",
+            "iterations": "the budget is --env-steps", "eval_every": "one evaluation, at the end",
+            "time_limit_min": "none: the budget is --env-steps", "progress": "off"}  # fmt: skip
 
 
 def variant_rows(specs: Sequence[Sequence[str]]) -> dict[str, list[str]]:
@@ -61,13 +65,18 @@ def variant_rows(specs: Sequence[Sequence[str]]) -> dict[str, list[str]]:
     for name, *words in specs:
         if not re.fullmatch(VARIANT_NAME, name):
             raise ValueError(f"--variant {name}: the name must match {VARIANT_NAME} (it names the runs' folders)")
-        if name in ROW_KEYS or name in rows:
-            by = "a built-in row" if name in ROW_KEYS else "an earlier --variant"
+        taken = {n.casefold() for n in [*ROW_KEYS, *rows]}  # folder names may not tell case apart
+        if name.casefold() in taken:
+            by = "a built-in row" if name.casefold() in {n.casefold() for n in ROW_KEYS} else "an earlier --variant"
             raise ValueError(f"--variant {name}: the name is taken (by {by}); rows: {', '.join([*ROW_KEYS, *rows])}")
         if not words:
             raise ValueError(f"--variant {name} needs overrides after its name (key=value, or a row's name)")
         overrides: list[str] = []
         for word in words:
+            key = word.split("=", 1)[0].lstrip("+~")
+            if key in RUN_KEYS:
+                raise ValueError(f"--variant {name}: {word} is set by every run ({RUN_KEYS[key]}); a row does "
+                                 "not set it")  # fmt: skip
             if "=" in word or word.startswith(("+", "~")):
                 overrides.append(word)
             elif word in ROW_KEYS or word in rows:
@@ -80,17 +89,14 @@ def variant_rows(specs: Sequence[Sequence[str]]) -> dict[str, list[str]]:
 
 
 def check_rows(rows: dict[str, list[str]], extra: Sequence[str] = ()) -> None:
-    """Compose and validate each row's config (with `extra`, such as a search path) before any run,
-    so that a bad override is one line, not a failure after the rows before it have trained."""
-    from grpo_robot.config.validate import validate
-
+    """Compose and validate each row's config (with `extra`, such as a search path) as
+    `scripts/train.py` checks a command line, before any run: a bad override is one line, not a
+    failure after the rows before it have trained."""
     for name, overrides in rows.items():
         try:
-            validate(compose_train_config(*overrides, *extra))
-        except Exception as err:  # noqa: BLE001  (Hydra's own errors on a bad override, and the schema's)
-            kind = "" if isinstance(err, ValueError) else f"{type(err).__name__}: "
-            raise ValueError(f"row {name!r} ({' '.join(overrides) or 'the default job'}): "
-                             f"{kind}{str(err).splitlines()[0]}") from None  # fmt: skip
+            checked_train_config(*overrides, *extra)
+        except ValueError as err:
+            raise ValueError(f"row {name!r} ({' '.join(overrides) or 'the default job'}): {err}") from None
 
 
 def run_dir(out: Path, row_name: str, seed: int) -> Path:
@@ -135,7 +141,7 @@ def run(row_name: str, seed: int, env_steps: int, n_eval: int, out: Path, row_ov
     row_overrides = list(ROWS[row_name] if row_overrides is None else row_overrides)
     overrides = [*row_overrides, *extra, f"seed={seed}", f"max_env_steps={env_steps}", "iterations=100000"]
     overrides += ["eval_every=100000", f"eval_seeds={n_eval}", "time_limit_min=null", "progress=false"]
-    cfg = compose_train_config(*overrides)
+    cfg = checked_train_config(*overrides)
     start = time.perf_counter()
     trainer = Trainer(cfg, run_dir(out, row_name, seed))
     try:
