@@ -45,7 +45,9 @@ class BCResult:
     val_loss: list[float] = field(default_factory=list)  # validation NLL, every eval_every steps
     val_action_mse: list[float] = field(default_factory=list)  # of the deterministic action: the stopping score
     out_of_time: bool = False  # stopped at the run's time limit (`time_limit_min`), not by patience or max_steps
-    refit_steps: int = 0  # bc.refit: steps of the fit on every episode that replaced the kept weights (0: none)
+    # bc.refit: steps of the fit on every episode that replaced the kept weights (0: none); the scores above
+    # are the fit on the split's, which chose them
+    refit_steps: int = 0
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -99,6 +101,7 @@ def behaviour_clone(policy: Policy, data: DemoDataset, cfg: BCConfig, device: to
     train_obs, _, train_raw = rows(train_ep)
     val_obs, val_action, val_raw = rows(val_ep)
     initial = copy.deepcopy(policy.state_dict()) if cfg.refit and len(val_obs) else None
+    _normalize_on(policy, train_obs)
 
     def nll(obs: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         if smooth:
@@ -143,21 +146,30 @@ def behaviour_clone(policy: Policy, data: DemoDataset, cfg: BCConfig, device: to
     policy.load_state_dict(best_state)
     if cfg.learn_std:  # the fit stopped on the mean's error, wherever Adam had taken the std by then
         fit_free_std(policy, *((val_obs, val_raw) if len(val_obs) else (train_obs, train_raw)))
-    if initial is not None and result.best_step > 0 and not result.out_of_time:
+    if initial is not None and result.out_of_time:
+        import logging
+
+        logging.getLogger(__name__).warning("bc.refit: the run's time limit came during the fit on the split; "
+                                            "the clone keeps its weights, fitted without the held-out episodes")
+    elif initial is not None and result.best_step > 0:
         all_obs, _, all_raw = rows(np.arange(data.n_episodes))
         result.refit_steps = _refit(policy, initial, all_obs, all_raw, nll, cfg, seed, result.best_step, deadline)
     result.seconds = time.perf_counter() - start
     return result
 
 
-def _fit_steps(policy: Policy, obs: torch.Tensor, raw: torch.Tensor, nll, cfg: BCConfig, seed: int, steps: int):
-    """Fit `policy` to (obs, raw) from its current weights: the observation normalizer set to
-    `obs`'s statistics, a fresh Adam, minibatches from shuffled passes over the rows (the same
-    for the same `seed`); yields each step's training loss (a float; a non-finite one is not
-    stepped on, and the caller stops)."""
+def _normalize_on(policy: Policy, obs: torch.Tensor) -> None:
+    """The policy's observation normalizer set to the statistics of `obs` (the rows it is fitted on)."""
     norm = policy.obs_norm
     norm.mean.zero_(), norm.var.fill_(1.0), norm.count.zero_()
     norm.update(obs)
+
+
+def _fit_steps(policy: Policy, obs: torch.Tensor, raw: torch.Tensor, nll, cfg: BCConfig, seed: int, steps: int):
+    """Fit `policy` to (obs, raw) from its current weights (its normalizer set for them already,
+    `_normalize_on`): a fresh Adam, minibatches from shuffled passes over the rows (the same for
+    the same `seed`); yields each step's training loss (a float; a non-finite one is not stepped
+    on, and the caller stops)."""
     frozen = set() if cfg.learn_std else {id(p) for p in policy.std_parameters()}
     params = [p for p in policy.parameters() if id(p) not in frozen]
     optimizer = torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -191,6 +203,7 @@ def _refit(policy: Policy, initial: dict, obs: torch.Tensor, raw: torch.Tensor, 
     split = copy.deepcopy(policy.state_dict())
     held_out = [p.detach().clone() for p in policy.std_parameters()]
     policy.load_state_dict(initial)
+    _normalize_on(policy, obs)
     for step, loss in enumerate(_fit_steps(policy, obs, raw, nll, cfg, seed, steps), start=1):
         late = deadline is not None and step < steps and time.perf_counter() > deadline
         if not math.isfinite(loss) or late:

@@ -146,10 +146,12 @@ def override_value(path: Path | str) -> str:
     text = str(path)
     if re.fullmatch(r"[\w./+@-]+", text):
         return text
-    # inside Hydra's quotes a backslash is literal unless backslashes precede a quote (or the closing one):
-    # such a run is doubled, then each quote escaped
-    text = re.sub(r"(\\+)(?='|$)", lambda m: m.group(1) * 2, text)
-    return "'" + text.replace("'", "\\'") + "'"
+    # inside Hydra's quotes a backslash is literal unless backslashes precede a quote (or the closing one) or an
+    # interpolation's `${`: such a run is doubled, then the quote or the `${` escaped
+    def escaped(m: re.Match) -> str:
+        return m.group(1) * 2 + ("" if not m.group(2) else "\\" + m.group(2))
+
+    return "'" + re.sub(r"(\\*)('|\$\{|$)", escaped, text) + "'"
 
 
 def shell_override(key: str, path: Path | str) -> str:

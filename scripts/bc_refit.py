@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from grpo_robot.bench.bc_demos import refit_pairs, refit_summary
+from grpo_robot.bench.bc_demos import refit_config, refit_pairs, refit_summary
 from grpo_robot.machine import one_line
 
 
@@ -24,15 +24,14 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=list(range(10)))
     parser.add_argument("--eval-seeds", type=int, default=200, help="held-out evaluation seeds")
     args = parser.parse_args()
-    from grpo_robot.cli import compose_train_config
-
-    for name in args.experiments:  # a bad name is one line before any clone
-        try:
-            compose_train_config(f"experiment={name}")
-        except Exception as err:  # noqa: BLE001  (Hydra's error for a preset it cannot find)
-            parser.error(f"--experiments {name}: {str(err).splitlines()[0]}")
     if args.eval_seeds < 1:
         parser.error(f"--eval-seeds={args.eval_seeds} is invalid: must be >= 1")
+    for name in args.experiments:  # every experiment and seed checked before any clone
+        for seed in args.seeds:
+            try:
+                refit_config(name, seed)
+            except ValueError as err:
+                parser.error(f"--experiments {name} --seeds {seed}: {err}")
     records = []
     for name in args.experiments:
         for record in refit_pairs(name, args.seeds, args.eval_seeds):

@@ -185,9 +185,15 @@ def test_a_refit_whose_loss_goes_non_finite_keeps_the_split_fit(monkeypatch, cap
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="grpo_robot.bc"):
         late, result = clone(data, policy_cfg, replace(cfg, refit=True), deadline=1.0)
-    assert result.refit_steps == 0 and not result.out_of_time and "bc.refit: the run's time limit came" in caplog.text
+    assert result.refit_steps == 0 and not result.out_of_time
+    assert "bc.refit: the run's time limit came at" in caplog.text
     for a, b in zip(late.state_dict().values(), split.state_dict().values(), strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
+    caplog.clear()  # the time limit during the split's fit: no refit, and a line says so
+    with caplog.at_level(logging.WARNING, logger="grpo_robot.bc"):
+        _, result = clone(data, policy_cfg, replace(cfg, refit=True), deadline=-1.0)
+    assert result.out_of_time and result.refit_steps == 0 and result.steps == 1
+    assert "bc.refit: the run's time limit came during the fit on the split" in caplog.text
 
 
 def test_default_output_names_never_replace_an_earlier_file(tmp_path, monkeypatch):

@@ -241,12 +241,18 @@ def test_variants_of_ones_own_are_rows_checked_before_any_run(tmp_path, capsys, 
 
 
 def test_the_refit_comparison_pairs_each_seeds_clones_and_counts_them():
-    from grpo_robot.bench.bc_demos import refit_pairs, refit_summary
+    from grpo_robot.bench.bc_demos import refit_config, refit_pairs, refit_summary
 
     (record,) = refit_pairs("lift_cube_bc", [1], 8, ["demos.episodes=3", "bc.max_steps=100", "bc.eval_every=20"])
     assert (record["experiment"], record["seed"], record["episodes"]) == ("lift_cube_bc", 1, 3)
-    assert record["split"]["steps"] == record["refit"]["steps"] > 0  # the refit runs the steps the split chose
+    assert record["split"]["steps"] == record["refit"]["steps"] > 0  # the refit ran the steps the split chose
     assert record["split"]["n"] == record["refit"]["n"] == 8
-    made = [{"experiment": "a", "seed": s, "split": {"successes": x, "n": 10}, "refit": {"successes": y, "n": 10}}
-            for s, (x, y) in enumerate([(1, 2), (5, 5), (4, 1)])]  # fmt: skip
-    assert refit_summary(made)[2] == "| a | 3 | 33.3% | 26.7% | 1 / 1 / 1 |"
+    made = [{"experiment": "a", "seed": s, "split": {"successes": x, "n": 10, "steps": 50},
+             "refit": {"successes": y, "n": 10, "steps": k}}
+            for s, (x, y, k) in enumerate([(1, 2, 50), (5, 5, 0), (4, 1, 50)])]  # fmt: skip
+    assert refit_summary(made)[2] == "| a | 3 | 33.3% | 26.7% | 1 / 1 / 1 | 1 |"
+    for experiment, message in [("push_from_scratch", "is not a demo pipeline on a built-in task"),
+                                ("fetch_push_bc", "is not a demo pipeline on a built-in task"),
+                                ("nope", "experiment=nope is not an option of experiment")]:  # fmt: skip
+        with pytest.raises(ValueError, match=message):
+            refit_config(experiment, 0)

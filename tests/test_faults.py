@@ -181,14 +181,17 @@ def test_the_same_default_directory_is_claimed_once():
 
 
 @pytest.mark.parametrize("path", ["/runs/plain", "/runs/seed=0", "/runs/it's", "/runs/a\\b", "C:\\runs\\seed=0",
-                                  "/runs/ends\\", "/runs/a\\'b", "/runs/two\\\\'", "/runs/x y"])
+                                  "/runs/ends\\", "/runs/a\\'b", "/runs/two\\\\'", "/runs/x y", "/runs/a${x}b",
+                                  "/runs/a\\${x}", "/runs/$HOME", "/runs/a${", "/runs/\\\\${x}'\\"])
 def test_a_path_reads_back_from_its_override_value(path):
     """A backslash in a quoted path was doubled: Hydra keeps a backslash as it is unless backslashes
-    precede a quote, so `hydra.run.dir=C:\\runs\\seed=0` named a folder with two backslashes each."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
+    precede a quote, so `hydra.run.dir=C:\\runs\\seed=0` named a folder with two backslashes each;
+    and `${` began an interpolation."""
+    from grpo_robot.cli import _precompose
 
-    parsed = OverridesParser.create().parse_override(f"hydra.run.dir={rundir.override_value(path)}")
-    assert parsed.value() == path
+    composed = _precompose("config", [f"hydra.run.dir={rundir.override_value(path)}",
+                                      f"init_from={rundir.override_value(path)}"])[0]  # fmt: skip
+    assert composed.hydra.run.dir == composed.init_from == path  # OmegaConf's `${` read as text, not interpolated
 
 
 def test_a_run_directory_with_a_backslash_is_the_folder_named(tmp_path):

@@ -45,6 +45,19 @@ def sweep(
             yield row(task, kind, *(rate_interval(r.rate, r.interval) for r in results))
 
 
+def refit_config(experiment: str, seed: int, overrides: Sequence[str] = ()):
+    """The checked config of a demo pipeline on a built-in task (`pretrain=true` and `env.task`) at
+    `seed`; a ValueError in one line for another experiment or a bad value."""
+    from grpo_robot.cli import checked_train_config
+
+    cfg = checked_train_config(f"experiment={experiment}", f"seed={seed}", *overrides)
+    if not (cfg.pretrain and cfg.env.task and not cfg.demos.path):
+        raise ValueError(f"experiment={experiment} is not a demo pipeline on a built-in task (pretrain=true, "
+                         "env.task, the task's expert): push_cube_bc, lift_cube_bc, place_cube_bc and their "
+                         "_tokenized variants are")  # fmt: skip
+    return cfg
+
+
 def refit_pairs(experiment: str, seeds: Sequence[int], n_eval: int, overrides: Sequence[str] = ()) -> Iterator[dict]:
     """`bc.refit` against the split fit, per run seed of a demo pipeline (`experiment=<name>`): each
     seed's demos, split and initial weights as `scripts/train.py` draws them, the clone fitted
@@ -53,11 +66,10 @@ def refit_pairs(experiment: str, seeds: Sequence[int], n_eval: int, overrides: S
     import dataclasses
 
     from grpo_robot.bc import clone, run_seeded
-    from grpo_robot.cli import compose_train_config
     from grpo_robot.environment import make_eval_env
 
     for seed in seeds:
-        cfg = compose_train_config(f"experiment={experiment}", f"seed={seed}", *overrides)
+        cfg = refit_config(experiment, seed, overrides)
         d, bc = run_seeded(cfg)
         data, _ = collect_demos(cfg.env.task, d.episodes, d.noise, d.seed, d.max_attempts, nthread=cfg.env.nthread,
                                 horizon=cfg.env.horizon, outcome=cfg.env.outcome)  # fmt: skip
@@ -66,7 +78,8 @@ def refit_pairs(experiment: str, seeds: Sequence[int], n_eval: int, overrides: S
         for name, refit in (("split", False), ("refit", True)):
             policy, result = clone(data, cfg.policy, dataclasses.replace(bc, refit=refit))
             evaluation = evaluate(env, policy, eval_seeds(n_eval), torch.device("cpu"))
-            record[name] = {"steps": result.best_step, "successes": int(evaluation.success.sum()), "n": n_eval}
+            steps = result.refit_steps if refit else result.best_step  # 0: the refit fell back to the split fit
+            record[name] = {"steps": steps, "successes": int(evaluation.success.sum()), "n": n_eval}
         env.close()
         yield record
 
@@ -74,14 +87,15 @@ def refit_pairs(experiment: str, seeds: Sequence[int], n_eval: int, overrides: S
 def refit_summary(records: Sequence[dict]) -> list[str]:
     """Markdown: a row per experiment, the mean success of the split fit and of the refit over its
     seeds, and on how many seeds the refit came out above, level and below."""
-    lines = [row("experiment", "seeds", "split fit", "refit", "refit above / level / below"),
-             row("---", "---:", "---:", "---:", "---")]  # fmt: skip
+    lines = [row("experiment", "seeds", "split fit", "refit", "refit above / level / below", "refits that fell back"),
+             row("---", "---:", "---:", "---:", "---", "---:")]  # fmt: skip
     for name in dict.fromkeys(r["experiment"] for r in records):
         mine = [r for r in records if r["experiment"] == name]
         rates = {k: [r[k]["successes"] / r[k]["n"] for r in mine] for k in ("split", "refit")}
         pairs = list(zip(rates["split"], rates["refit"], strict=True))
         above, below = sum(b > a for a, b in pairs), sum(b < a for a, b in pairs)
         mean = {k: f"{100 * sum(v) / len(v):.1f}%" for k, v in rates.items()}
+        fell_back = sum(r["refit"]["steps"] == 0 for r in mine)
         lines.append(row(name, str(len(mine)), mean["split"], mean["refit"],
-                         f"{above} / {len(pairs) - above - below} / {below}"))  # fmt: skip
+                         f"{above} / {len(pairs) - above - below} / {below}", str(fell_back)))  # fmt: skip
     return lines
