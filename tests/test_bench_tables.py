@@ -88,11 +88,11 @@ def test_comparison_table_and_calls_into_one_folder(tmp_path, capsys):
         {"row": "gaussian", "seed": 0, "seconds": 60.0, "successes": 0, "n": 200, "env_steps": 20480},
         {"row": "gaussian", "seed": 1, "seconds": 120.0, "successes": 150, "n": 200, "env_steps": 20480},
         {"row": "dr_grpo", "seed": 0, "seconds": 90.0, "successes": 100, "n": 200, "env_steps": 204800,
-         "overrides": ["algo.advantage=dr_grpo"]},
+         "overrides": ["algo.advantage=dr_grpo"], "iterations": 12},
     ]
     assert compare.table(results, ["gaussian", "dr_grpo"]).splitlines()[2:] == [
-        "| gaussian | `(default)` | **38%** | 0% [0%, 2%] · 75% [69%, 80%] | 20,480 | 1.5 |",
-        "| dr_grpo | `algo.advantage=dr_grpo` | **50%** | 50% [43%, 57%] | 204,800 | 1.5 |",
+        "| gaussian | `(default)` | **38%** | 0% [0%, 2%] · 75% [69%, 80%] | 20,480 | - | 1.5 |",  # not counted
+        "| dr_grpo | `algo.advantage=dr_grpo` | **50%** | 50% [43%, 57%] | 204,800 | 12 | 1.5 |",
     ]
     (tmp_path / "results.json").write_text(json.dumps(results[:2]))
     assert [r["row"] for r in compare.merged(tmp_path / "results.json", results[2:])] == ["gaussian", "gaussian",
@@ -203,7 +203,7 @@ def test_variants_of_ones_own_are_rows_checked_before_any_run(tmp_path, capsys, 
         cfg = compose_train_config(*row_overrides, *extra)
         calls.append((row, seed, row_overrides, cfg.algo.lr))
         return {"row": row, "seed": seed, "overrides": list(row_overrides), "env_steps": env_steps, "seconds": 6.0,
-                "successes": 1, "n": n_eval}  # fmt: skip
+                "successes": 1, "n": n_eval, "iterations": 3}  # fmt: skip
 
     monkeypatch.setattr(compare, "run", run)
     script = Path(__file__).parents[1] / "scripts" / "compare_algorithms.py"

@@ -159,6 +159,7 @@ def run(row_name: str, seed: int, env_steps: int, n_eval: int, out: Path, row_ov
         "overrides": row_overrides,
         **({"extra": list(extra)} if extra else {}),
         "env_steps": summary["env_steps"],
+        "iterations": summary["iterations"],  # each one update (dynamic sampling may draw several times in one)
         "seconds": time.perf_counter() - start,
         "successes": int(result.success.sum()),
         "n": len(result.success),
@@ -176,8 +177,8 @@ def table(results: list[dict], rows: Sequence[str]) -> str:
     """Markdown, a line per row name (as in `ROWS`) over the records of `run`."""
     lines = [
         "| row | overrides | mean success | per training seed: success [95% Wilson] | env steps per run | "
-        "minutes per run |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "iterations per run | minutes per run |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name in rows:
         runs = [r for r in results if r["row"] == name]
@@ -185,5 +186,8 @@ def table(results: list[dict], rows: Sequence[str]) -> str:
         steps = [r["env_steps"] for r in runs]  # a budget ends after the iteration that reaches it
         spent = f"{min(steps):,}" if min(steps) == max(steps) else f"{min(steps):,}-{max(steps):,}"
         ran = runs[0].get("overrides", ROWS.get(name, []))  # what the runs trained with, as recorded
-        lines.append(row(name, f"`{' '.join(ran) or '(default)'}`", cell(runs), spent, f"{minutes:.1f}"))
+        counts = [r["iterations"] for r in runs if "iterations" in r]  # not recorded before
+        iterations = "-" if not counts else f"{min(counts)}" if min(counts) == max(counts) else \
+            f"{min(counts)}-{max(counts)}"  # fmt: skip
+        lines.append(row(name, f"`{' '.join(ran) or '(default)'}`", cell(runs), spent, iterations, f"{minutes:.1f}"))
     return "\n".join(lines)
