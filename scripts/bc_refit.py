@@ -2,6 +2,7 @@
 
     python scripts/bc_refit.py                                  # the three cube pipelines, seeds 0-9
     python scripts/bc_refit.py --experiments push_cube_bc --seeds 0 1 2
+    python scripts/bc_refit.py bc.eval_every=10 --experiments push_cube_bc   # overrides for every run, first
 
 Each seed draws its demos, split and initial weights as `scripts/train.py experiment=<name>
 seed=<seed>` does; the clone is fitted on the split (early stopping on the held-out episodes),
@@ -23,21 +24,22 @@ def main() -> None:
     parser.add_argument("--experiments", nargs="+", default=["push_cube_bc", "place_cube_bc", "lift_cube_bc"])
     parser.add_argument("--seeds", nargs="+", type=int, default=list(range(10)))
     parser.add_argument("--eval-seeds", type=int, default=200, help="held-out evaluation seeds")
+    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides for every run")
     args = parser.parse_args()
     if args.eval_seeds < 1:
         parser.error(f"--eval-seeds={args.eval_seeds} is invalid: must be >= 1")
     for name in args.experiments:  # every experiment and seed checked before any clone
         for seed in args.seeds:
             try:
-                refit_config(name, seed)
+                refit_config(name, seed, args.overrides)
             except ValueError as err:
                 parser.error(f"--experiments {name} --seeds {seed}: {err}")
     records = []
     for name in args.experiments:
-        for record in refit_pairs(name, args.seeds, args.eval_seeds):
+        for record in refit_pairs(name, args.seeds, args.eval_seeds, args.overrides):
             print(json.dumps(record), flush=True)
             records.append(record)
-    print(f"\n{one_line()}\n")
+    print(f"\n{one_line()}" + (f"; overrides: {' '.join(args.overrides)}" if args.overrides else "") + "\n")
     print("\n".join(refit_summary(records)))
 
 
