@@ -538,17 +538,25 @@ def compose_train_config(*overrides: str):
     return to_train_config(compose_config(*overrides))
 
 
+def prepared_overrides(overrides: list[str], schema: type = TrainConfig) -> list[str]:
+    """A command line's overrides (flags pass through) as Hydra should read them: whole numbers
+    as ints where `schema` has an int, a free dict's keys added (`++env.kwargs.k=v`); a
+    `ConfigError` in one line for a renamed key or a bool given anything but true or false."""
+    prepared = free_dict_overrides(whole_number_overrides(overrides, schema))
+    refused = renamed_key_error(prepared) or bool_override_error(prepared, schema)
+    if refused:
+        raise ConfigError(refused)
+    return prepared
+
+
 def checked_train_config(*overrides: str):
     """The `TrainConfig` that `scripts/train.py <overrides>` trains, with the checks that command makes
     before it runs (renamed keys, bools, a dict's new keys, Hydra's errors, the schema's values);
     a `ConfigError` in one line otherwise. For scripts that run trainings of their own."""
-    from grpo_robot.config import ConfigError, validate
+    from grpo_robot.config import validate
     from grpo_robot.config.errors import hydra_error_line
 
-    prepared = free_dict_overrides(whole_number_overrides(list(overrides)))
-    refused = renamed_key_error(prepared) or bool_override_error(prepared)
-    if refused:
-        raise ConfigError(refused)
+    prepared = prepared_overrides(list(overrides))
     try:
         cfg = compose_train_config(*prepared)
     except Exception as err:  # noqa: BLE001  (Hydra's and OmegaConf's errors, several lines each)
@@ -757,7 +765,7 @@ def _run_dir_overrides(cfg: DictConfig, overrides: list[str], multirun: bool) ->
         if "hydra.sweep.subdir" not in keys and set(swept) - {"seed"}:  # one directory per job, named by its values
             groups = set(cfg.hydra.runtime.choices.keys()) if "runtime" in cfg.hydra else set()
             parts = [f"{k}=${{hydra:runtime.choices.{k}}}" if k in groups else f"{k}=${{{k}}}" for k in swept]
-            extra.append("hydra.sweep.subdir=" + rundir.override_value(",".join(parts)))
+            extra.append("hydra.sweep.subdir=" + rundir.override_value(",".join(parts), interpolations=True))
         return extra
     if cfg.get("resume"):
         run_dir = _resume_run_dir(str(cfg.resume))
@@ -955,14 +963,14 @@ def _run(config_name: str, task) -> None:
         sys.argv = [sys.argv[0], *config_dir_as_override(sys.argv[1:])]
     except ValueError as err:
         _fail(str(err))
-    wholes = free_dict_overrides(whole_number_overrides(sys.argv[1:], SCHEMAS[config_name]))
+    try:
+        wholes = prepared_overrides(sys.argv[1:], SCHEMAS[config_name])
+    except ValueError as err:
+        _fail(str(err))
     if config_name == "config":
         wholes = _resumed_env_overrides(wholes)
     args = [a if a.startswith("-") else b for a, b in zip(sys.argv[1:], wholes, strict=True)]
     sys.argv = [sys.argv[0], *args]
-    renamed = renamed_key_error(args) or bool_override_error(args, SCHEMAS[config_name])
-    if renamed:
-        _fail(renamed)
     multirun = any(a in ("-m", "--multirun") for a in args)
     if _checked_first(args):
         overrides = [a for a in args if not a.startswith("-")]

@@ -140,9 +140,10 @@ def holds_run(path: str | Path) -> str | None:
     return None
 
 
-def override_value(path: Path | str) -> str:
+def override_value(path: Path | str, interpolations: bool = False) -> str:
     """`path` as the value of a Hydra override (quoted when it has characters Hydra would parse,
-    such as the `=` of a multirun job's folder, `seed=0`)."""
+    such as the `=` of a multirun job's folder, `seed=0`), read back as it is; with
+    `interpolations`, a `${...}` in it stays an interpolation (a sweep's job folder pattern)."""
     text = str(path)
     if re.fullmatch(r"[\w./+@-]+", text):
         return text
@@ -151,7 +152,8 @@ def override_value(path: Path | str) -> str:
     def escaped(m: re.Match) -> str:
         return m.group(1) * 2 + ("" if not m.group(2) else "\\" + m.group(2))
 
-    return "'" + re.sub(r"(\\*)('|\$\{|$)", escaped, text) + "'"
+    special = r"'|$" if interpolations else r"'|\$\{|$"
+    return "'" + re.sub(rf"(\\*)({special})", escaped, text) + "'"
 
 
 def shell_override(key: str, path: Path | str) -> str:
