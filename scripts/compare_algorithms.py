@@ -6,10 +6,11 @@ the default task, several training seeds each; prints a Markdown table for docs/
     python scripts/compare_algorithms.py --variant dapo_no_ds dapo algo.dynamic_sampling.enabled=false
 
 A `--variant NAME WORD...` is a row of one's own: each WORD an override or the name of a row whose
-overrides it adds (the last value of a key wins; a preset choice such as `algo=my_algo`
-is applied before every key, wherever it stands). With variants, `--rows` defaults to `gaussian`
-(the default job) alone. `--config-dir DIR` puts a folder of one's own presets on the search path
-of every row (`--variant mine algo=my_algo`).
+overrides it adds (the last value of a key wins; a preset choice such as `algo=my_algo` is
+applied before every key, wherever it stands). With variants, `--rows` defaults to `gaussian`
+(the default job) alone, and `--rows` with no name leaves the built-in rows out. `--config-dir
+DIR` puts a folder of one's own presets on the search path of every row (`--variant mine
+algo=my_algo`).
 
 Each run is `scripts/train.py` with the row's overrides plus `max_env_steps`, evaluated once at
 the end on 200 held-out seeds (deterministic). Success counts each seed's run separately.
@@ -33,8 +34,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env-steps", type=int, default=2_000_000, help="training budget per run")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--rows", nargs="+", choices=list(compare.ROW_KEYS),
-                        help="built-in rows (default: all; gaussian alone when --variant is given)")  # fmt: skip
+    parser.add_argument("--rows", nargs="*", choices=list(compare.ROW_KEYS),
+                        help="built-in rows (default: all; gaussian alone when --variant is given; none: "
+                             "--rows and no name)")  # fmt: skip
     parser.add_argument("--variant", nargs="+", action="append", default=[], metavar=("NAME", "WORD"),
                         help="a row of one's own: its name, then overrides or rows' names")  # fmt: skip
     parser.add_argument("--config-dir", help="a folder of one's own presets, on the search path of every row")
@@ -47,7 +49,9 @@ def main() -> int:
     try:
         extra = [search_path_override(args.config_dir)] if args.config_dir else []
         variants = compare.variant_rows(args.variant)
-        chosen = args.rows or (["gaussian"] if variants else list(compare.ROW_KEYS))
+        chosen = args.rows if args.rows is not None else ["gaussian"] if variants else list(compare.ROW_KEYS)
+        if not chosen and not variants:
+            raise ValueError("--rows with no name and no --variant: there is nothing to compare")
         overrides = {compare.ROW_KEYS[key]: compare.ROWS[compare.ROW_KEYS[key]] for key in chosen} | variants
         compare.check_rows(overrides, extra)  # every row's config before any run
     except ValueError as err:

@@ -218,6 +218,10 @@ def test_variants_of_ones_own_are_rows_checked_before_any_run(tmp_path, capsys, 
     assert calls == [("gaussian", 0, [], default_lr), ("mine", 0, ["algo=mine"], 0.00123)]  # gaussian: the default
     assert "| mine | `algo=mine` | **50%** |" in capsys.readouterr().out
     calls.clear()
+    monkeypatch.setattr(sys, "argv", [*base[:1], "--out", str(tmp_path / "alone"), "--seeds", "0", "--rows",
+                                      "--variant", "v", "algo.lr=1e-3"])  # fmt: skip
+    assert module.main() == 0 and [c[0] for c in calls] == ["v"]  # `--rows` with no name: the variants alone
+    calls.clear()
     # checked as scripts/train.py checks a command line: the same one-line messages
     for argv, message in [(["--variant", "bad", "dapo", "algo.lr=-1"], "algo.lr=-1.0 is invalid: must be in (0, 1]"),
                           (["--variant", "bad", "algo=nope"], "row 'bad' (algo=nope): algo=nope is not an option of "
@@ -228,7 +232,8 @@ def test_variants_of_ones_own_are_rows_checked_before_any_run(tmp_path, capsys, 
                            "algo.dynamic_sampling.enabled=1 is invalid: must be true or false"),
                           (["--variant", "v", "algo.clip.high=abc"], "algo.clip.high='abc' is invalid: must be a"),
                           (["--variant", "v", "dapo", "seed=3"], "--variant v: seed=3 is set by every run (--seeds)"),
-                          (["--variant", "DAPO", "algo.lr=1e-3"], "--variant DAPO: the name is taken (by a built-in")
+                          (["--variant", "DAPO", "algo.lr=1e-3"], "--variant DAPO: the name is taken (by a built-in"),
+                          (["--rows"], "--rows with no name and no --variant: there is nothing to compare"),
                           ]:  # fmt: skip
         monkeypatch.setattr(sys, "argv", [*base[:-2], "--out", str(tmp_path / "out2"), *argv])
         with pytest.raises(SystemExit) as code:
