@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import logging
 import math
 import time
 from collections.abc import Callable
@@ -31,6 +32,8 @@ from grpo_robot.config import BCConfig, DemoConfig, PolicyConfig, TrainConfig, c
 from grpo_robot.demos import DemoDataset
 from grpo_robot.policies import GaussianPolicy, Policy, TokenizedPolicy, build_policy
 from grpo_robot.update import TrainingDiverged
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -147,10 +150,8 @@ def behaviour_clone(policy: Policy, data: DemoDataset, cfg: BCConfig, device: to
     if cfg.learn_std:  # the fit stopped on the mean's error, wherever Adam had taken the std by then
         fit_free_std(policy, *((val_obs, val_raw) if len(val_obs) else (train_obs, train_raw)))
     if initial is not None and result.out_of_time:
-        import logging
-
-        logging.getLogger(__name__).warning("bc.refit: the run's time limit came during the fit on the split; "
-                                            "the clone keeps its weights, fitted without the held-out episodes")
+        log.warning("bc.refit: the run's time limit came during the fit on the split; the clone keeps its weights, "
+                    "fitted without the held-out episodes")
     elif initial is not None and result.best_step > 0:
         all_obs, _, all_raw = rows(np.arange(data.n_episodes))
         result.refit_steps = _refit(policy, initial, all_obs, all_raw, nll, cfg, seed, result.best_step, deadline)
@@ -198,8 +199,6 @@ def _refit(policy: Policy, initial: dict, obs: torch.Tensor, raw: torch.Tensor, 
     (`bc.learn_std`) stays the split fit's, which the held-out episodes set. A non-finite loss, or
     the run's time limit (`deadline`) before the last step, keeps the split fit's weights (a
     warning says so) -> the steps of the refit, 0 then."""
-    import logging
-
     split = copy.deepcopy(policy.state_dict())
     held_out = [p.detach().clone() for p in policy.std_parameters()]
     policy.load_state_dict(initial)
@@ -208,8 +207,8 @@ def _refit(policy: Policy, initial: dict, obs: torch.Tensor, raw: torch.Tensor, 
         late = deadline is not None and step < steps and time.perf_counter() > deadline
         if not math.isfinite(loss) or late:
             why = "the run's time limit came" if late else f"the training loss was {loss}"
-            logging.getLogger(__name__).warning("bc.refit: %s at step %d of %d; the clone keeps the weights of the "
-                                                "fit on the split", why, step, steps)  # fmt: skip
+            log.warning("bc.refit: %s at step %d of %d; the clone keeps the weights of the fit on the split", why,
+                        step, steps)  # fmt: skip
             policy.load_state_dict(split)
             return 0
     if cfg.learn_std:

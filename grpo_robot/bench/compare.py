@@ -65,9 +65,9 @@ def variant_rows(specs: Sequence[Sequence[str]]) -> dict[str, list[str]]:
     for name, *words in specs:
         if not re.fullmatch(VARIANT_NAME, name):
             raise ValueError(f"--variant {name}: the name must match {VARIANT_NAME} (it names the runs' folders)")
-        taken = {n.casefold() for n in [*ROW_KEYS, *rows]}  # folder names may not tell case apart
-        if name.casefold() in taken:
-            by = "a built-in row" if name.casefold() in {n.casefold() for n in ROW_KEYS} else "an earlier --variant"
+        owners = {n.casefold(): "an earlier --variant" for n in rows}  # folder names may not tell case apart
+        owners |= {n.casefold(): "a built-in row" for n in ROW_KEYS}
+        if (by := owners.get(name.casefold())) is not None:
             raise ValueError(f"--variant {name}: the name is taken (by {by}); rows: {', '.join([*ROW_KEYS, *rows])}")
         if not words:
             raise ValueError(f"--variant {name} needs overrides after its name (key=value, or a row's name)")
