@@ -41,6 +41,7 @@ class LiftCube(Task):
     version = 1  # 10 ms physics steps (v0: 5 ms)
     horizon = 80
     lift_height = 0.08  # m, cube bottom above the table
+    mirror_key = ("cube_pos",)  # a mirrored policy sees the cube at +x and +y of the start (Task.mirror_axes)
     bodies = scene.cube_xml()
     sensors = scene.CUBE_SENSORS
 

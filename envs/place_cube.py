@@ -24,6 +24,7 @@ class PlaceCube(Task):
     version = 2  # 10 ms physics steps (v1: 5 ms)
     horizon = 120
     tolerance = 0.03  # m, cube centre to pad centre in the table plane
+    mirror_key = ("target_pos", "cube_pos")  # a mirrored policy carries towards +x and +y (Task.mirror_axes)
     bodies = (
         scene.cube_xml()
         + f"""

@@ -45,6 +45,7 @@ class PushCube(Task):
     )
 
     easier_starts = True  # the goal nearer the cube, at least 2 cm beyond the tolerance
+    mirror_key = ("goal_pos", "cube_pos")  # a mirrored policy pushes towards +x and +y (Task.mirror_axes)
 
     def place(self, rng, data, difficulty=1.0):
         cube = rng.uniform(-0.1, 0.1, size=2)

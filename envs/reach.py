@@ -13,6 +13,7 @@ class Reach(Task):
     version = 1  # 10 ms physics steps (v0: 5 ms)
     horizon = 50
     tolerance = 0.02  # m
+    mirror_key = ("goal_pos",)  # a mirrored policy reaches for goals at +x and +y of the start (Task.mirror_axes)
     bodies = scene.goal_xml()
     sensors = """
     <framepos name="goal_pos" objtype="body" objname="goal"/>

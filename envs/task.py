@@ -42,6 +42,10 @@ class Task:
     # Whether `place` takes a difficulty below 1: easier starts for a start curriculum
     # (`algo.curriculum`), drawn from the same seed with the same draws, only nearer the goal.
     easier_starts: ClassVar[bool] = False
+    # The observation whose sign picks the frame a mirrored policy acts in (`policy.mirror`): one
+    # sensor, or a sensor minus another (`("goal_pos", "cube_pos")`); None: the task does not declare
+    # its mirror symmetries. See `mirror_axes`.
+    mirror_key: ClassVar[tuple[str, ...] | None] = None
 
     def __init__(self) -> None:
         xml = scene.build_xml(self.name, self.bodies, self.sensors, self.timestep)
@@ -77,6 +81,33 @@ class Task:
         """Rest the cube, unrotated, on the table at `xy`."""
         adr = self.qpos_adr("cube")
         data.qpos[adr : adr + 3] = (*xy, scene.CUBE_HALF)
+
+    def mirror_axes(self) -> list[dict[str, list[int]]]:
+        """The reflections x -> -x and y -> -y of the world that leave the task unchanged, as
+        `policy.mirror` takes them: per axis, `key` (the observation entry, or the pair of entries
+        whose difference, picks the frame: where it is negative the policy sees the mirrored
+        observation and its action is mirrored back), `obs` and `action` (the entries the
+        reflection negates). The scene is symmetric about both vertical planes through the origin
+        (table, workspace, hand, the starts' distributions), a position or velocity sensor's
+        reflection negates that axis's entry, in whatever frame it is expressed (the frame's own
+        orientation reflects with it), and the hand's x and y velocities are actions 0 and 1. The
+        finger reading is taken as symmetric: the fingers are driven alike, so a reflection through
+        y, which swaps them, leaves it. `ValueError` for a task without `mirror_key`, or with a
+        sensor whose reflection is not one of these."""
+        if self.mirror_key is None:
+            raise ValueError(f"{self.task_id()} declares no mirror symmetry (Task.mirror_key is None)")
+        m, vector = self.model, (mujoco.mjtSensor.mjSENS_FRAMEPOS, mujoco.mjtSensor.mjSENS_FRAMELINVEL)
+        flips: list[list[int]] = [[], []]
+        for i in range(m.nsensor):
+            name, start = m.sensor(i).name, int(m.sensor_adr[i])
+            if m.sensor_type[i] in vector:
+                for axis in (0, 1):
+                    flips[axis].append(start + axis)
+            elif not (m.sensor_type[i] == mujoco.mjtSensor.mjSENS_JOINTPOS and name == "finger"):
+                raise ValueError(f"{self.task_id()}'s sensor {name!r} has no known mirror image: only position "
+                                 "and velocity frame sensors and the finger reading do")  # fmt: skip
+        key = [self.obs_slices[name].start for name in self.mirror_key]
+        return [{"key": [k + axis for k in key], "obs": flips[axis], "action": [axis]} for axis in (0, 1)]
 
     def read(self, obs: np.ndarray, name: str) -> np.ndarray:
         """One named sensor out of observations `obs: [..., obs_dim]` -> `[..., dim]`."""

@@ -163,7 +163,7 @@ def _normalize_on(policy: Policy, obs: torch.Tensor) -> None:
     """The policy's observation normalizer set to the statistics of `obs` (the rows it is fitted on)."""
     norm = policy.obs_norm
     norm.mean.zero_(), norm.var.fill_(1.0), norm.count.zero_()
-    norm.update(obs)
+    policy.update_inputs(obs)
 
 
 def _fit_steps(policy: Policy, obs: torch.Tensor, raw: torch.Tensor, nll, cfg: BCConfig, seed: int, steps: int):
@@ -235,11 +235,13 @@ def fit_free_std(policy: Policy, obs: torch.Tensor, raw: torch.Tensor) -> None:
 
 def clone(
     data: DemoDataset, policy_cfg: PolicyConfig, cfg: BCConfig, device: torch.device | str = "cpu",
-    deadline: float | None = None,
+    deadline: float | None = None, task: str | None = None,
 ) -> tuple[Policy, BCResult]:
-    """A new policy of `policy_cfg`, initialized from `cfg.seed` (null: 0), behaviour-cloned on `data`."""
+    """A new policy of `policy_cfg` (mirrored as the built-in `task` declares, under `policy.mirror`),
+    initialized from `cfg.seed` (null: 0), behaviour-cloned on `data`."""
     torch.manual_seed(0 if cfg.seed is None else cfg.seed)
-    policy = build_policy(policy_cfg.type, data.obs_dim, data.action_dim, **policy_kwargs(policy_cfg))
+    kwargs = policy_kwargs(policy_cfg, task)
+    policy = build_policy(policy_cfg.type, data.obs_dim, data.action_dim, **kwargs)
     return policy, behaviour_clone(policy.to(device), data, cfg, device, deadline)
 
 
@@ -291,7 +293,7 @@ def pretrain_stage(cfg: TrainConfig, run_dir: Path, demos: DemoDataset | None, d
             data, stats = collect_expert_demos(cfg.env, d.expert, d.episodes, d.noise, d.seed, d.max_attempts)
         demos_path, collect_stats = data.save(run_dir / "demos.npz"), stats.to_json()
         checkpoint.write_text_atomic(run_dir / "demos.json", json.dumps(collect_stats, indent=1))
-    policy, result = clone(data, cfg.policy, bc_cfg, device, deadline)
+    policy, result = clone(data, cfg.policy, bc_cfg, device, deadline, cfg.env.task)
     bc_eval = adopt(policy)
     record = checkpoint_from_bc(policy, cfg, str(demos_path), result, bc_eval, data.identity)
     checkpoint.save_atomic(record, run_dir / "bc.pt")

@@ -508,7 +508,7 @@ def policy_from_record(record: dict[str, Any], device: str | torch.device = "cpu
 # others (temperature, init_std) are sampling settings: a clone takes the config's init_std, a
 # trained policy keeps its learned std (initial_policy_weights)
 ARCHITECTURE_KEYS = ("hidden_sizes", "activation", "obs_norm", "state_dependent_std", "squash", "bins", "head",
-                     "learn_temperature", "bin_logits", "embed_dim")  # fmt: skip
+                     "learn_temperature", "bin_logits", "embed_dim", "mirror")  # fmt: skip
 
 
 def _full_kwargs(kind: str, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -610,7 +610,11 @@ def _check_policy_type(record: dict[str, Any], cfg, where: str) -> None:
 def _check_architecture(record: dict[str, Any], cfg, where: str) -> None:
     from grpo_robot.config import policy_kwargs
 
-    mine, theirs = policy_kwargs(cfg.policy), _full_kwargs(record["type"], record["kwargs"])
+    mine, theirs = policy_kwargs(cfg.policy, cfg.env.task), _full_kwargs(record["type"], record["kwargs"])
+    if isinstance(theirs, dict) and bool(theirs.get("mirror")) != bool(mine.get("mirror")):
+        # a mirrored policy's weights read the canonical frame's observations, another's the world's
+        raise CheckpointError(f"{where} was trained with policy.mirror={str(bool(theirs.get('mirror'))).lower()}, "
+                              f"but the config has policy.mirror={str(bool(mine.get('mirror'))).lower()}")  # fmt: skip
     for key in ARCHITECTURE_KEYS:
         if key == "embed_dim" and theirs.get("head") == mine.get("head") == "factorized":
             continue  # only the autoregressive head embeds tokens

@@ -444,7 +444,7 @@ def _pretrain_bc(cfg: DictConfig) -> None:
     from grpo_robot.bc import BCDiverged, checkpoint_from_bc, clone
     from grpo_robot.config import PolicyConfig, TrainConfig, env_config, validate_env
     from grpo_robot.config.store import env_config_dict
-    from grpo_robot.config.validate import check_memory, validate_pretrain
+    from grpo_robot.config.validate import check_memory, check_mirror, validate_pretrain
     from grpo_robot.datasets import load_demos
     from grpo_robot.demos import DemoDataset
     from grpo_robot.device import resolve_device
@@ -469,6 +469,7 @@ def _pretrain_bc(cfg: DictConfig) -> None:
             raise ConfigError(f"dataset={cfg.dataset}: say which env it is for, as training does (env=<preset> or "
                               "env=gym env.id=...)")  # fmt: skip
         validate_env(env_cfg)
+        check_mirror(policy_cfg, env_cfg)
         train_cfg = TrainConfig(env=env_cfg, policy=policy_cfg, bc=bc_cfg, eval_seeds=max(cfg.eval_seeds, 1))
         check_memory(train_cfg, eval_seeds=cfg.eval_seeds, eval_key="eval_seeds", train=False)  # the .npz's env too
         env = make_env(env_cfg, 1)  # the spaces and layout the dataset must match
@@ -480,7 +481,7 @@ def _pretrain_bc(cfg: DictConfig) -> None:
     device = resolve_device(cfg.device)
     try:
         with SignalGuard() as guard, guard.abandonable():  # Ctrl-C or SIGTERM: one line, not a traceback
-            policy, result = clone(data, policy_cfg, bc_cfg, device)
+            policy, result = clone(data, policy_cfg, bc_cfg, device, task=env_cfg.task)
     except BCDiverged as err:
         _fail(str(err), code=1)
     except Interrupted as stop:

@@ -57,7 +57,7 @@ class Critic(nn.Module):
         """-> (advantages [S] over `batch.packed()` steps, metrics); keeps the value targets for `loss`."""
         cfg = self.cfg.critic
         with torch.no_grad():
-            values = self.value(policy.obs_norm(batch.obs))  # [T, B]
+            values = self.value(policy.inputs(batch.obs))  # [T, B]
         last = batch.mask.sum(0) - 1  # [B] index of each trajectory's last step
         rewards = torch.zeros_like(values)
         rewards[last.clamp(min=0), torch.arange(values.shape[1], device=values.device)] = batch.success
@@ -72,5 +72,5 @@ class Critic(nn.Module):
 
     def loss(self, policy: Policy, obs: torch.Tensor, sel: torch.Tensor) -> tuple[torch.Tensor, dict]:
         """`vf_coef` x the squared error to the value targets of the packed steps `sel`."""
-        value_loss = 0.5 * (self.value(policy.obs_norm(obs)) - self.returns[sel]).pow(2).mean()
+        value_loss = 0.5 * (self.value(policy.inputs(obs)) - self.returns[sel]).pow(2).mean()
         return self.cfg.critic.vf_coef * value_loss, {"value_loss": value_loss.detach()}

@@ -124,7 +124,7 @@ class Trainer:
             task = make_task(cfg.env.task)  # its expert makes demos, its potential shapes PPO's reward
 
         torch.manual_seed(cfg.seed)  # initial weights
-        kwargs = policy_kwargs(cfg.policy)
+        kwargs = policy_kwargs(cfg.policy, cfg.env.task)
         policy = build_policy(cfg.policy.type, self.env.obs_dim, self.env.action_dim, **kwargs).to(self.device)
         self.pretrained: dict[str, Any] | None = None  # how the initial policy was made: {"source", "eval", ...}
         # a resumed run takes its weights from its checkpoint: the files it started from need not exist now
@@ -258,7 +258,7 @@ class Trainer:
         advantages, adv_metrics = self.advantage_source.advantages(batch, self.policy)
         update = self.learner.update(batch, advantages, it, self.advantage_source.every_step, self.progress())
         if self.update_obs_norm:  # after the update: one normalization per iteration
-            self.policy.obs_norm.update(batch.obs[batch.mask])  # the valid steps, in packed (t-major) order
+            self.policy.update_inputs(batch.obs[batch.mask])  # the valid steps, in packed (t-major) order
         t2 = time.perf_counter()
         self.iteration, self.env_steps = it + 1, self.env_steps + batch.simulated_steps
         scalars = {

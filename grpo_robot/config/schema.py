@@ -15,7 +15,7 @@ from typing import Any
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from grpo_robot.envs import TASK_NAMES
+from grpo_robot.envs import TASK_NAMES, make_task
 from grpo_robot.registry import (
     ACTIVATIONS,
     ADVANTAGE_ESTIMATORS,
@@ -141,17 +141,26 @@ class PolicyConfig:
     # whatever its gradient, so at a rate that suits the mean the free logits move the categorical
     # furthest (docs/results.md, the tokenized policy)
     free_logits_lr: float = 1.0
+    # act in the task's canonical frame: observations reflected across the world's mirror planes so
+    # that the task's key reads positive, actions reflected back (policies/base.py, Mirror). The
+    # policy learns one quadrant of the starts and acts in all four. Needs a built-in task, which
+    # declares its symmetries (envs/task.py, Task.mirror_axes). null: off (what a preset's
+    # ${for_task:...} gives on another env)
+    mirror: bool | None = False
     # the constructor arguments of a registered policy class of one's own that are not among the keys
     # above (policy.options={width: 2.0} or +policy.options.width=2.0); recorded with its weights, so
     # evaluate.py, resume= and Ray workers rebuild it alike. The built-in policies take none
     options: dict[str, Any] = field(default_factory=dict)
 
 
-def policy_kwargs(cfg: PolicyConfig) -> dict[str, Any]:
-    """The constructor arguments of `cfg.type` taken from `cfg`. A policy registered by a plugin
-    (`register_policy`) gets those of `policy.`'s keys that its constructor takes (through the
-    constructors it hands `**kwargs` to)."""
+def policy_kwargs(cfg: PolicyConfig, task: str | None = None) -> dict[str, Any]:
+    """The constructor arguments of `cfg.type` taken from `cfg`; with `policy.mirror`, the mirror
+    axes of the built-in `task` (`env.task`). A policy registered by a plugin (`register_policy`)
+    gets those of `policy.`'s keys that its constructor takes (through the constructors it hands
+    `**kwargs` to)."""
     common = dict(hidden_sizes=list(cfg.hidden_sizes), activation=cfg.activation, obs_norm=cfg.obs_norm)
+    if cfg.mirror:
+        common["mirror"] = mirror_axes(task)
     gaussian = dict(common, init_std=cfg.init_std, state_dependent_std=cfg.state_dependent_std, squash=cfg.squash,
                     max_std=cfg.max_std, min_std=cfg.min_std)  # fmt: skip
     tokenized = dict(common, bins=cfg.bins, head=cfg.head, temperature=cfg.temperature, embed_dim=cfg.embed_dim,
@@ -163,6 +172,13 @@ def policy_kwargs(cfg: PolicyConfig) -> dict[str, Any]:
 
     takes = constructor_arguments(POLICIES[cfg.type])
     return {**{k: v for k, v in {**gaussian, **tokenized}.items() if k in takes}, **_plain(cfg.options)}
+
+
+def mirror_axes(task: str | None) -> list[dict[str, list[int]]]:
+    """The mirror axes `policy.mirror=true` gives a policy on `env.task=task` (envs/task.py)."""
+    if not task:
+        raise ValueError("policy.mirror=true needs a built-in env.task, which declares its mirror symmetries")
+    return make_task(task).mirror_axes()
 
 
 def _plain(options: Any) -> dict[str, Any]:

@@ -346,6 +346,24 @@ def check_curriculum(cfg: TrainConfig) -> None:
            f"{env_source(cfg.env)} has none: set it to null")  # fmt: skip
 
 
+def check_mirror(pol: PolicyConfig, env: EnvConfig) -> None:
+    """`policy.mirror` needs a built-in task that declares its mirror symmetries, and a policy
+    class that takes them."""
+    if not pol.mirror:
+        return
+    from grpo_robot.config.schema import constructor_arguments
+    from grpo_robot.envs import TASK_NAMES
+    from grpo_robot.registry import POLICIES
+
+    declared = sorted(name for name, task in TASK_NAMES.items() if task.mirror_key is not None and "-v" not in name)
+    _check(bool(env.task) and getattr(TASK_NAMES.get(env.task), "mirror_key", None) is not None, "policy.mirror",
+           pol.mirror, f"needs a built-in task that declares its mirror symmetries ({', '.join(declared)}); "
+           f"{env_source(env)} declares none")  # fmt: skip
+    if pol.type not in POLICIES.builtin and pol.type in POLICIES:  # a plugin's class (the built-in ones take them)
+        _check("mirror" in constructor_arguments(POLICIES[pol.type]), "policy.mirror", pol.mirror,
+               f"needs a policy class that takes mirror axes; policy.type={pol.type}'s constructor does not")
+
+
 def policy_family(kind: str) -> str | None:
     """`gaussian` or `tokenized` for those policies and for the registered classes that extend them
     (a plugin's subclass takes their settings), else None. The built-in names load nothing."""
@@ -386,6 +404,7 @@ def validate(cfg: TrainConfig) -> None:
     check_memory(cfg)  # first: a size this machine cannot hold is refused with its estimate
     validate_env(cfg.env)
     validate_policy(cfg.policy)
+    check_mirror(cfg.policy, cfg.env)
     check_values(cfg.algo, "algo.")
     algo, critic, sampling = cfg.algo, cfg.algo.critic, cfg.algo.dynamic_sampling
     _check(not algo.options or algo.advantage not in ADVANTAGE_ESTIMATORS.builtin

@@ -136,6 +136,55 @@ class ObsNormalizer(nn.Module):
         return cast[3]
 
 
+class Mirror(nn.Module):
+    """A task's mirror symmetries, to act in one canonical frame (`policy.mirror`).
+
+    Each axis is a reflection of the world under which the task is unchanged (envs/task.py,
+    `Task.mirror_axes`): it negates the observation entries `obs` and the action entries `action`.
+    Its `key`, one observation entry or the difference of two, picks the frame: where the key is
+    negative the policy sees the observation reflected, so that the key reads positive, and its
+    action is reflected back. A policy that learns to push a cube towards +x and +y then pushes it
+    every way; each state is the image of one in the canonical quadrant, whose learning it shares.
+    The frame is chosen at every step from the observation alone, so the policy stays a function
+    of it (export, evaluation and Ray workers see nothing new), and reflections have determinant
+    +-1, so the log-probs of an action and of its image are equal."""
+
+    def __init__(self, obs_dim: int, action_dim: int, axes: list[dict[str, list[int]]]) -> None:
+        super().__init__()
+        if not axes:
+            raise ValueError("mirror needs at least one axis")
+        key_at, ref_at = [], []
+        obs_flip, action_flip = torch.zeros(len(axes), obs_dim), torch.zeros(len(axes), action_dim)
+        for i, axis in enumerate(axes):
+            if set(axis) != {"key", "obs", "action"} or not 1 <= len(axis["key"]) <= 2:
+                raise ValueError(f"mirror axis {axis!r} must give key (one or two observation entries), obs and "
+                                 "action (the entries it negates)")  # fmt: skip
+            for name, size in (("key", obs_dim), ("obs", obs_dim), ("action", action_dim)):
+                bad = [j for j in axis[name] if not 0 <= j < size]
+                if bad:
+                    raise ValueError(f"mirror axis {i}'s {name} entries {bad} are outside [0, {size})")
+            key_at.append(axis["key"][0])
+            ref_at.append(axis["key"][1] if len(axis["key"]) == 2 else axis["key"][0])
+            obs_flip[i, axis["obs"]] = 1.0
+            action_flip[i, axis["action"]] = 1.0
+        self.has_ref = [len(axis["key"]) == 2 for axis in axes]
+        # not in the state_dict: the axes are constructor arguments, kept with the policy's kwargs
+        self.register_buffer("key_at", torch.tensor(key_at), persistent=False)
+        self.register_buffer("ref_at", torch.tensor(ref_at), persistent=False)
+        self.register_buffer("ref_scale", torch.tensor([float(r) for r in self.has_ref]), persistent=False)
+        self.register_buffer("obs_flip", obs_flip, persistent=False)
+        self.register_buffer("action_flip", action_flip, persistent=False)
+
+    def signs(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(observation signs `[..., obs_dim]`, action signs `[..., action_dim]`), each +-1: an
+        entry is negated when an odd number of the axes it belongs to are reflected."""
+        key = obs[..., self.key_at] - self.ref_scale.to(obs.dtype) * obs[..., self.ref_at]
+        reflected = (key < 0).to(obs.dtype)  # [..., axes]
+        obs_odd = torch.remainder(reflected @ self.obs_flip.to(obs.dtype), 2.0)
+        action_odd = torch.remainder(reflected @ self.action_flip.to(obs.dtype), 2.0)
+        return 1.0 - 2.0 * obs_odd, 1.0 - 2.0 * action_odd
+
+
 class Policy(nn.Module):
     """Interface. Shapes: `obs: [..., obs_dim]`, raw actions `[..., raw_dim]`, per-token
     log-probs and entropies `[..., n_tokens]`.
@@ -152,11 +201,30 @@ class Policy(nn.Module):
         self.__dict__["_built_with"] = (args, kwargs)  # the outermost constructor's call, for init_kwargs
         return self
 
-    def __init__(self, obs_dim: int, action_dim: int, obs_norm: bool) -> None:
+    def __init__(self, obs_dim: int, action_dim: int, obs_norm: bool,
+                 mirror: list[dict[str, list[int]]] | None = None) -> None:  # fmt: skip
         super().__init__()
         self.obs_dim, self.action_dim = obs_dim, action_dim
         self.n_tokens = action_dim
         self.obs_norm = ObsNormalizer(obs_dim, obs_norm)
+        self.mirror = Mirror(obs_dim, action_dim, mirror) if mirror else None
+
+    def canonical(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(the observations in the policy's canonical frame, the signs `[..., action_dim]` that
+        take its actions back to the world's; None without `mirror`, where the frame is the
+        world's). Observation normalization runs on the canonical observations (`inputs`)."""
+        if self.mirror is None:
+            return obs, None
+        obs_sign, action_sign = self.mirror.signs(obs)
+        return obs * obs_sign, action_sign
+
+    def inputs(self, obs: torch.Tensor) -> torch.Tensor:
+        """What the networks read: the canonical observations, normalized."""
+        return self.obs_norm(self.canonical(obs)[0])
+
+    def update_inputs(self, obs: torch.Tensor) -> None:
+        """Merge observations `[S, obs_dim]` into the normalizer's statistics, in the canonical frame."""
+        self.obs_norm.update(self.canonical(obs)[0])
 
     def init_kwargs(self) -> dict[str, Any]:
         """Constructor arguments but `obs_dim` and `action_dim`, stored in checkpoints to rebuild the

@@ -63,8 +63,9 @@ class GaussianPolicy(Policy):
         obs_norm: bool = True,
         max_std: float | None = None,
         min_std: float | None = None,
+        mirror: list[dict[str, list[int]]] | None = None,
     ) -> None:
-        super().__init__(obs_dim, action_dim, obs_norm)
+        super().__init__(obs_dim, action_dim, obs_norm, mirror)
         self._kwargs = dict(
             hidden_sizes=list(hidden_sizes),
             activation=activation,
@@ -74,6 +75,7 @@ class GaussianPolicy(Policy):
             obs_norm=obs_norm,
             max_std=max_std,
             min_std=min_std,
+            mirror=mirror,
         )
         self.squash, self.state_dependent_std = squash, state_dependent_std
         self.trunk = mlp([obs_dim, *hidden_sizes], activation).append(ACTIVATIONS[activation]())
@@ -89,9 +91,14 @@ class GaussianPolicy(Policy):
             self.log_std = torch.nn.Parameter(torch.full((action_dim,), init_log_std))
 
     def distribution(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """-> (mean, log_std), both `[..., action_dim]`, of the pre-squash Gaussian."""
+        """-> (mean, log_std), both `[..., action_dim]`, of the pre-squash Gaussian. Under `mirror`
+        the mean is reflected back from the canonical frame; the std, the same for an action and
+        its image, is not."""
+        obs, action_sign = self.canonical(obs)
         hidden = self.trunk(self.obs_norm(obs))
         mean = self.mean_head(hidden)
+        if action_sign is not None:
+            mean = mean * action_sign
         if self.state_dependent_std:  # a head's bound lets a gradient back in (the free std is projected: after_step)
             return mean, _InwardClamp.apply(self.log_std_head(hidden), self.log_std_min, self.log_std_max)
         return mean, self.log_std.expand_as(mean).clamp(self.log_std_min, self.log_std_max)

@@ -118,8 +118,9 @@ class TokenizedPolicy(Policy):
         decode: str = "mode",
         init_std: float = 0.3,
         free_logits_lr: float = 1.0,
+        mirror: list[dict[str, list[int]]] | None = None,
     ) -> None:
-        super().__init__(obs_dim, action_dim, obs_norm)
+        super().__init__(obs_dim, action_dim, obs_norm, mirror)
         if head not in HEADS:
             raise ValueError(f"head must be one of {', '.join(HEADS)}, got {head!r}")
         if bin_logits not in BIN_LOGITS:
@@ -138,6 +139,7 @@ class TokenizedPolicy(Policy):
             decode=decode,
             init_std=init_std,
             free_logits_lr=free_logits_lr,
+            mirror=mirror,
         )
         self.bins, self.head, self.temperature, self.ordinal = bins, head, temperature, bin_logits == "ordinal"
         self.decode, self.free_logits_lr = decode, free_logits_lr
@@ -171,16 +173,19 @@ class TokenizedPolicy(Policy):
         forcing); logits of dimension d read only tokens[..., :d]."""
         return self._logits(*self._trunk_out(obs), tokens)
 
-    def _trunk_out(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _trunk_out(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """What does not depend on the tokens: (trunk features [..., H], the factorized head's
         scores [..., D, K]: logits (with the bump's under bin_logits=gaussian), or the ordinal
-        scores `ordinal_logits` turns into logits)."""
+        scores `ordinal_logits` turns into logits; both in the canonical frame, and the dimensions
+        `mirror` reflects back from it, a bool `[..., D, 1]`, or None)."""
+        obs, action_sign = self.canonical(obs)
         features = self.trunk(self.obs_norm(obs))
         if self.bump:
             out = F.linear(features, *self._bump_layer())
         else:
             out = self.logits_head(features)
-        return features, out.view(*features.shape[:-1], self.action_dim, self.bins)
+        reflected = None if action_sign is None else (action_sign < 0)[..., None]
+        return features, out.view(*features.shape[:-1], self.action_dim, self.bins), reflected
 
     def _bump_layer(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(weight [D*K, H], bias [D*K]) of one linear layer giving the free logits plus the
@@ -196,11 +201,16 @@ class TokenizedPolicy(Policy):
         bias = bias - 0.5 * self.centres.square() * inv_var
         return weight.flatten(0, 1), bias.flatten()
 
-    def _logits(self, features: torch.Tensor, out: torch.Tensor, tokens: torch.Tensor | None) -> torch.Tensor:
+    def _logits(self, features: torch.Tensor, out: torch.Tensor, reflected: torch.Tensor | None,
+                tokens: torch.Tensor | None) -> torch.Tensor:  # fmt: skip
+        """The world frame's logits `[..., D, K]`. The bins are symmetric about 0, so a reflected
+        dimension's categorical is the canonical one read backwards (bin k is bin K-1-k)."""
         batch = features.shape[:-1]
         if self.head == "autoregressive":
             if tokens is None:
                 raise ValueError("the autoregressive head needs the tokens to condition on")
+            if reflected is not None:  # the earlier tokens as the canonical frame chose them
+                tokens = torch.where(reflected[..., 0], self.bins - 1 - tokens, tokens)
             offsets = torch.arange(self.action_dim, device=tokens.device) * self.bins
             emb = self.embed(tokens + offsets)  # [..., D, E]
             # context of dimension d: embeddings of tokens j < d, zeros for j >= d -> [..., D, D*E]
@@ -216,6 +226,8 @@ class TokenizedPolicy(Policy):
             out = out + self.cond_head(inputs)
         if self.ordinal:
             out = ordinal_logits(out)
+        if reflected is not None:
+            out = torch.where(reflected, out.flip(-1), out)
         if self.log_temperature is not None:
             return out * torch.exp(-self.log_temperature)
         return out if self.temperature == 1.0 else out / self.temperature  # x / 1 is x: skip the pass

@@ -1,0 +1,226 @@
+"""Mirror symmetry (`policy.mirror`): the built-in tasks are unchanged by the reflections x -> -x
+and y -> -y of the world (exactly for the hand alone and for pushing across x; up to the one
+finger the observation reads, and contacts, otherwise); a mirrored policy acts as its reflection
+in every frame, in every policy family, through training, resume, evaluation and export; and it is
+refused where no symmetry is declared, or against a checkpoint of the other kind."""
+
+from dataclasses import replace
+
+import mujoco
+import numpy as np
+import pytest
+import torch
+from test_train import resume_matches_straight_run, small_config
+
+from grpo_robot.batched import BatchedEnv
+from grpo_robot.checkpoint import CheckpointError, initial_policy_weights
+from grpo_robot.config import ConfigError, EnvConfig, PolicyConfig, policy_kwargs, validate
+from grpo_robot.deploy import load_policy
+from grpo_robot.envs import TASKS, make_task
+from grpo_robot.envs.task import FULLPHYSICS
+from grpo_robot.policies.base import Mirror, build_policy
+from grpo_robot.trainer import Trainer
+
+SEEDS = range(20)
+
+
+def reflections(task, axis: int) -> tuple[np.ndarray, np.ndarray]:
+    """(observation signs, action signs) of reflecting the world across `axis` (0: x, 1: y)."""
+    spec = task.mirror_axes()[axis]
+    obs, action = np.ones(task.obs_dim), np.ones(task.action_dim)
+    obs[spec["obs"]], action[spec["action"]] = -1.0, -1.0
+    return obs, action
+
+
+def reflected_start(task, seed: int, axis: int) -> tuple[np.ndarray, np.ndarray]:
+    """(physics state, mocap positions) of the start of `seed` reflected across `axis`: at a start
+    everything is at rest and the cube unrotated, so the hand's and the cube's coordinates on that
+    axis, the hand's position target (its actuator's activation) and the goal or pad change sign."""
+    state, mocap, _ = task.initial_condition(seed)
+    m = task.model
+    d = mujoco.MjData(m)
+    mujoco.mj_setState(m, d, state, FULLPHYSICS)
+    d.qpos[task.qpos_adr("hand_" + "xy"[axis])] *= -1.0
+    d.act[axis] *= -1.0
+    if "cube" in [m.joint(i).name for i in range(m.njnt)]:
+        d.qpos[task.qpos_adr("cube") + axis] *= -1.0
+    mocap = mocap.reshape(-1, 3).copy()
+    mocap[:, axis] *= -1.0
+    out = np.empty(mujoco.mj_stateSize(m, FULLPHYSICS))
+    mujoco.mj_getState(m, d, out, FULLPHYSICS)
+    return out, mocap.ravel()
+
+
+def mirrored_episode(task, seed: int, axis: int) -> tuple[float, bool, float, bool]:
+    """One episode of the noisy scripted expert and, beside it, its reflection from the reflected
+    start -> (the largest difference between the second world's observations and the first's
+    reflected, over the episode; whether they agreed to 1e-3 for the first 5 control steps;
+    the same over the whole episode; whether both ended with the same outcome)."""
+    obs_sign, action_sign = reflections(task, axis)
+    env = BatchedEnv(task, 2, nthread=1)
+    env.reset([seed, seed])
+    env.state[1], env.mocap_pos[1] = reflected_start(task, seed, axis)
+    obs = env.obs()
+    rng = np.random.default_rng(seed)
+    worst, early = 0.0, 0.0
+    for t in range(task.horizon):
+        action = np.clip(task.expert(obs[:1]) + 0.3 * rng.standard_normal((1, task.action_dim)), -1.0, 1.0)
+        obs, _, _, _, info = env.step(np.concatenate([action, action * action_sign]))
+        gap = float(np.abs(obs[1] - obs_sign * obs[0]).max())
+        worst = max(worst, gap)
+        early = max(early, gap) if t < 5 else early
+        if env.done.any():
+            break
+    return worst, early < 1e-3, worst, bool(info["is_success"][0] == info["is_success"][1])
+
+
+@pytest.mark.parametrize("name", list(TASKS))
+def test_each_task_is_its_own_mirror_image(name):
+    task = make_task(name)
+    for axis in (0, 1):
+        episodes = [mirrored_episode(task, seed, axis) for seed in SEEDS]
+        assert all(early for _, early, _, _ in episodes), (name, axis)
+        agree = np.mean([same for _, _, _, same in episodes])
+        assert agree >= 0.85, f"{name}, axis {axis}: the same outcome on {agree:.0%} of {len(SEEDS)} seeds"
+        exact = sum(worst < 1e-9 for worst, _, _, _ in episodes)
+        if axis == 0 and name == "Reach":  # the hand alone, reflected across x: exact
+            assert exact == len(SEEDS)
+        elif axis == 0 and name == "PushCube":  # exact but where a contact's rounding parts them (2 of 20)
+            assert exact >= 15, exact
+        else:  # the fingers swap (y) or hold the cube: apart by rounding, then by the contacts
+            assert exact <= 10, (name, axis, exact)
+    if name == "Reach":  # the one finger read: reflecting y swaps the fingers, which the hand's
+        # acceleration sends apart by a fraction of a millimetre
+        worst = max(mirrored_episode(task, seed, 1)[0] for seed in SEEDS)
+        assert 1e-6 < worst < 2e-3
+
+
+def test_every_task_declares_its_axes_from_its_sensors():
+    push = make_task("PushCube")
+    x, y = push.mirror_axes()
+    slices = push.obs_slices
+    assert x["key"] == [slices["goal_pos"].start, slices["cube_pos"].start] and x["action"] == [0]
+    assert y["key"] == [slices["goal_pos"].start + 1, slices["cube_pos"].start + 1] and y["action"] == [1]
+    vectors = [name for name in slices if slices[name].stop - slices[name].start == 3]
+    assert x["obs"] == sorted(slices[name].start for name in vectors)
+    assert slices["finger"].start not in x["obs"] + y["obs"]
+    for name in TASKS:  # every built-in task declares them, every version alike
+        assert len(make_task(name).mirror_axes()) == 2
+    assert make_task("PushCube-v1").mirror_axes() == push.mirror_axes()
+
+
+def start_observations(task_name: str, n: int = 256) -> torch.Tensor:
+    """Observations of `n` starts a few random steps in, so velocities are not all zero."""
+    env = BatchedEnv(task_name, n, nthread=1)
+    env.reset(np.arange(n))
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        obs, *_ = env.step(rng.uniform(-1.0, 1.0, (n, env.action_dim)))
+    return torch.as_tensor(obs, dtype=torch.float32)
+
+
+POLICIES = [
+    ("gaussian", {}),
+    ("gaussian", {"squash": True, "state_dependent_std": True}),
+    ("tokenized", {"bins": 16}),
+    ("tokenized", {"bins": 16, "head": "autoregressive"}),
+    ("tokenized", {"bins": 16, "bin_logits": "gaussian", "decode": "mean"}),
+    ("tokenized", {"bins": 15, "bin_logits": "ordinal", "decode": "median"}),
+]
+
+
+@pytest.mark.parametrize("kind,kwargs", POLICIES)
+def test_a_mirrored_policy_acts_as_its_own_reflection(kind, kwargs):
+    task = make_task("PushCube")
+    obs = start_observations("PushCube")
+    torch.manual_seed(0)
+    policy = build_policy(kind, task.obs_dim, task.action_dim, hidden_sizes=[32, 32], mirror=task.mirror_axes(),
+                          **kwargs)  # fmt: skip
+    with torch.no_grad():  # away from the near-constant initial outputs, which any frame would reproduce
+        for p in policy.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    policy.update_inputs(obs)
+    generator = torch.Generator().manual_seed(1)
+    raw, action, logp = policy.sample(obs, generator)
+    again, _ = policy.log_probs(obs, raw)
+    torch.testing.assert_close(again, logp, atol=1e-5, rtol=0)
+    deterministic = policy.sample(obs, None, True)[1]
+    for axis in (0, 1):
+        obs_sign, action_sign = (torch.as_tensor(s, dtype=torch.float32) for s in reflections(task, axis))
+        # the reflected world's deterministic action is the reflection of this one's
+        torch.testing.assert_close(policy.sample(obs * obs_sign, None, True)[1], deterministic * action_sign,
+                                   atol=1e-6, rtol=0)  # fmt: skip
+        # and a reflected action is as likely there as the action here
+        # (a Gaussian's raw draw reflects as it is, past the clip; a token's bin is read from its end)
+        mirrored_raw = raw * action_sign if kind == "gaussian" else policy.raw_from_action(action * action_sign)
+        torch.testing.assert_close(policy.log_probs(obs * obs_sign, mirrored_raw)[0], logp, atol=1e-5, rtol=0)
+    # without the mirror, the same weights act otherwise in a reflected world
+    plain = build_policy(kind, task.obs_dim, task.action_dim, hidden_sizes=[32, 32], **kwargs)
+    plain.load_state_dict(policy.state_dict())
+    obs_sign, action_sign = (torch.as_tensor(s, dtype=torch.float32) for s in reflections(task, 0))
+    reflected = plain.sample(obs * obs_sign, None, True)[1]
+    assert not torch.allclose(reflected, plain.sample(obs, None, True)[1] * action_sign)
+
+
+def test_the_policy_sees_one_quadrant_and_normalizes_it():
+    task = make_task("PushCube")
+    obs = start_observations("PushCube")
+    policy = build_policy("gaussian", task.obs_dim, task.action_dim, hidden_sizes=[16], mirror=task.mirror_axes())
+    canonical, action_sign = policy.canonical(obs)
+    goal, cube = task.obs_slices["goal_pos"], task.obs_slices["cube_pos"]
+    to_goal = canonical[:, goal][:, :2] - canonical[:, cube][:, :2]
+    assert (to_goal >= 0).all()  # every push is towards +x and +y in the policy's frame
+    world = obs[:, goal][:, :2] - obs[:, cube][:, :2]
+    assert ((world < 0).float().mean(0) > 0.3).all()  # the starts push every way
+    expected = torch.ones(len(obs), task.action_dim)
+    expected[:, :2] = torch.where(world < 0, -1.0, 1.0)  # the hand's x and y velocities, reflected back
+    torch.testing.assert_close(action_sign, expected)
+    policy.update_inputs(obs)
+    mean = policy.obs_norm.mean.float()
+    assert (mean[goal][:2] - mean[cube][:2] > 0.05).all()  # the canonical frame's statistics, not the world's
+
+
+def test_bad_axes_are_one_line_errors():
+    with pytest.raises(ValueError, match=r"mirror axis 0's obs entries \[9\] are outside \[0, 9\)"):
+        Mirror(9, 4, [{"key": [0], "obs": [9], "action": [0]}])
+    with pytest.raises(ValueError, match="must give key"):
+        Mirror(9, 4, [{"key": [0, 1, 2], "obs": [0], "action": [0]}])
+    with pytest.raises(ValueError, match="needs at least one axis"):
+        Mirror(9, 4, [])
+
+
+def test_mirror_is_refused_where_it_cannot_apply(tmp_path):
+    cfg = small_config(policy=PolicyConfig(hidden_sizes=[64, 64], mirror=True))
+    validate(cfg)
+    gym = replace(cfg, env=EnvConfig(task=None, id="Pendulum-v1", horizon=20))
+    with pytest.raises(ConfigError) as err:
+        validate(gym)
+    assert str(err.value) == ("policy.mirror=True is invalid: needs a built-in task that declares its mirror "
+                              "symmetries (LiftCube, PlaceCube, PushCube, Reach); env.id=Pendulum-v1 declares none")
+    assert "\n" not in str(err.value)
+    with pytest.raises(ValueError, match="needs a built-in env.task"):
+        policy_kwargs(cfg.policy, None)
+    # a checkpoint of the other kind: its weights read the other frame
+    plain = small_config(iterations=1)
+    Trainer(plain, tmp_path / "plain").run()
+    env = BatchedEnv("Reach", 1, nthread=1)
+    with pytest.raises(CheckpointError, match=r"was trained with policy.mirror=false, but the config has "
+                                              r"policy.mirror=true"):  # fmt: skip
+        initial_policy_weights(str(tmp_path / "plain" / "checkpoints" / "last.pt"), cfg, env, torch.device("cpu"))
+
+
+def test_a_mirrored_run_trains_resumes_evaluates_and_exports(tmp_path):
+    cfg = small_config(policy=PolicyConfig(hidden_sizes=[64, 64], mirror=True), iterations=3, checkpoint_every=1)
+    trainer = resume_matches_straight_run(cfg, tmp_path, 1)
+    axes = make_task("Reach").mirror_axes()
+    ckpt = torch.load(tmp_path / "straight" / "checkpoints" / "last.pt", weights_only=True)
+    assert ckpt["policy"]["kwargs"]["mirror"] == axes
+    loaded = load_policy(tmp_path / "straight")
+    obs = start_observations("Reach", 64)
+    with torch.no_grad():
+        expected = trainer.policy.sample(obs, None, True)[1].numpy()
+    np.testing.assert_array_equal(loaded.act(obs.numpy()), expected)
+    program = torch.export.load(loaded.export(tmp_path / "policy.pt2")).module()
+    np.testing.assert_allclose(program(obs).numpy(), expected, atol=1e-6)
+    obs_sign, action_sign = reflections(make_task("Reach"), 1)
+    np.testing.assert_allclose(loaded.act(obs.numpy() * obs_sign), expected * action_sign, atol=1e-6)
