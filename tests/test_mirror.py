@@ -224,3 +224,29 @@ def test_a_mirrored_run_trains_resumes_evaluates_and_exports(tmp_path):
     np.testing.assert_allclose(program(obs).numpy(), expected, atol=1e-6)
     obs_sign, action_sign = reflections(make_task("Reach"), 1)
     np.testing.assert_allclose(loaded.act(obs.numpy() * obs_sign), expected * action_sign, atol=1e-6)
+
+
+def test_success_by_direction_reads_where_a_policy_fails(tmp_path, capsys):
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    script = Path(__file__).parents[1] / "scripts" / "success_by_direction.py"
+    spec = importlib.util.spec_from_file_location("success_by_direction", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    seeds = list(range(400))
+    angles = module.directions("PushCube-v3", seeds)
+    # a policy that succeeds exactly when the cube must travel towards +y
+    episodes = [{"seed": s, "success": bool(a > 0)} for s, a in zip(seeds, angles, strict=True)]
+    path = tmp_path / "eval.json"
+    path.write_text(json.dumps({"task": "PushCube-v3", "episodes": episodes}))
+    module.main([str(path)])
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"{path}: PushCube-v3, 400 episodes, success {np.mean(angles > 0):.1%}"
+    rows = [line.split(" | ") for line in out[3:]]
+    assert len(rows) == 8 and sum(int(r[1]) for r in rows) == 400
+    assert [r[2].rstrip(" |") for r in rows] == ["0.0%"] * 4 + ["100.0%"] * 4
+    with pytest.raises(SystemExit, match="has no cube to move towards a target"):
+        path.write_text(json.dumps({"task": "Reach", "episodes": episodes}))
+        module.main([str(path)])
