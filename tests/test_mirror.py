@@ -14,7 +14,7 @@ from test_train import resume_matches_straight_run, small_config
 
 from grpo_robot.batched import BatchedEnv
 from grpo_robot.checkpoint import CheckpointError, initial_policy_weights
-from grpo_robot.config import ConfigError, EnvConfig, PolicyConfig, policy_kwargs, validate
+from grpo_robot.config import ConfigError, EnvConfig, PolicyConfig, TrainConfig, policy_kwargs, validate
 from grpo_robot.deploy import load_policy
 from grpo_robot.envs import TASKS, make_task
 from grpo_robot.envs.task import FULLPHYSICS
@@ -195,10 +195,12 @@ def test_mirror_is_refused_where_it_cannot_apply(tmp_path):
     gym = replace(cfg, env=EnvConfig(task=None, id="Pendulum-v1", horizon=20))
     with pytest.raises(ConfigError) as err:
         validate(gym)
-    assert str(err.value) == ("policy.mirror=True is invalid: needs a built-in task that declares its mirror "
-                              "symmetries (LiftCube, PlaceCube, PushCube, Reach); env.id=Pendulum-v1 declares none")
+    assert str(err.value) == ("policy.mirror=True is invalid: needs the env's mirror symmetries: env.id=Pendulum-v1 is "
+                              "not a built-in task, so give them as policy.mirror_axes=[{key: [i, j], obs: [...], "
+                              "action: [...]}, ...] (docs/custom_envs.md)")
     assert "\n" not in str(err.value)
-    with pytest.raises(ValueError, match="needs a built-in env.task"):
+    with pytest.raises(ValueError, match="needs a built-in env.task, which declares its mirror symmetries, or "
+                                         "policy.mirror_axes for another env"):  # fmt: skip
         policy_kwargs(cfg.policy, None)
     # a checkpoint of the other kind: its weights read the other frame
     plain = small_config(iterations=1)
@@ -250,3 +252,53 @@ def test_success_by_direction_reads_where_a_policy_fails(tmp_path, capsys):
     with pytest.raises(SystemExit, match="has no cube to move towards a target"):
         path.write_text(json.dumps({"task": "Reach", "episodes": episodes}))
         module.main([str(path)])
+
+
+# PointReach (tests/toy_envs.py): obs = (position, goal), action = velocity; symmetric about both axes
+POINT_AXES = [{"key": [2, 0], "obs": [0, 2], "action": [0]}, {"key": [3, 1], "obs": [1, 3], "action": [1]}]
+
+
+def point_reach_config(**policy) -> TrainConfig:
+    env = EnvConfig(task=None, entry_point="toy_envs:PointReach", horizon=40)
+    return small_config(env=env, policy=PolicyConfig(hidden_sizes=[32, 32], **policy), iterations=1)
+
+
+def test_a_gymnasium_env_takes_its_axes_from_the_config(tmp_path):
+    cfg = point_reach_config(mirror=True, mirror_axes=POINT_AXES)
+    validate(cfg)
+    trainer = Trainer(cfg, tmp_path)
+    trainer.run()
+    assert trainer.policy.init_kwargs()["mirror"] == POINT_AXES
+    obs = torch.rand(64, 4) - 0.5
+    with torch.no_grad():
+        action = trainer.policy.sample(obs, None, True)[1]
+        reflected = trainer.policy.sample(obs * torch.tensor([-1.0, 1.0, -1.0, 1.0]), None, True)[1]
+    torch.testing.assert_close(reflected, action * torch.tensor([-1.0, 1.0]), atol=1e-6, rtol=0)
+    # an entry past the env's sizes is found when the policy is built, before training
+    far = point_reach_config(mirror=True, mirror_axes=[{"key": [4], "obs": [0], "action": [0]}])
+    with pytest.raises(ValueError, match=r"mirror axis 0's key entries \[4\] are outside \[0, 4\)"):
+        Trainer(far, tmp_path / "far")
+
+
+@pytest.mark.parametrize("policy,message", [
+    ({"mirror": True}, "policy.mirror=True is invalid: needs the env's mirror symmetries: env.entry_point="
+                       "toy_envs:PointReach is not a built-in task, so give them as policy.mirror_axes"),
+    ({"mirror": True, "mirror_axes": []}, "policy.mirror_axes=[] is invalid: must be a non-empty list"),
+    ({"mirror": True, "mirror_axes": [{"key": [0], "obs": [0]}]}, "policy.mirror_axes[0]={'key': [0], 'obs': [0]} is "
+                                                                  "invalid: must be a non-empty list"),
+    ({"mirror": True, "mirror_axes": [{"key": [0], "obs": [-1], "action": [0]}]},
+     "policy.mirror_axes[0].obs=[-1] is invalid: must be a non-empty list"),
+    ({"mirror": True, "mirror_axes": [{"key": [0, 1, 2], "obs": [0], "action": [0]}]},
+     "policy.mirror_axes[0].key=[0, 1, 2] is invalid: must name one or two observation entries"),
+])  # fmt: skip
+def test_bad_mirror_axes_are_refused_before_any_work(policy, message):
+    with pytest.raises(ConfigError) as err:
+        validate(point_reach_config(**policy))
+    assert str(err.value).startswith(message) and "\n" not in str(err.value)
+
+
+def test_a_built_in_task_keeps_its_own_axes():
+    cfg = small_config(policy=PolicyConfig(hidden_sizes=[64, 64], mirror=True, mirror_axes=POINT_AXES))
+    with pytest.raises(ConfigError, match=r"policy.mirror_axes=.* is invalid: is for an env that is not a built-in "
+                                          r"task; env.task=Reach declares its own"):  # fmt: skip
+        validate(cfg)

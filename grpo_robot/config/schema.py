@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 
 from grpo_robot.envs import TASK_NAMES, make_task
 from grpo_robot.registry import (
@@ -141,12 +141,17 @@ class PolicyConfig:
     # whatever its gradient, so at a rate that suits the mean the free logits move the categorical
     # furthest (docs/results.md, the tokenized policy)
     free_logits_lr: float = 1.0
-    # act in the task's canonical frame: observations reflected across the world's mirror planes so
-    # that the task's key reads positive, actions reflected back (policies/base.py, Mirror). The
-    # policy learns one quadrant of the starts and acts in all four. Needs a built-in task, which
-    # declares its symmetries (envs/task.py, Task.mirror_axes). null: off (what a preset's
-    # ${for_task:...} gives on another env)
+    # act in the env's canonical frame: observations reflected across the world's mirror planes so
+    # that the env's key reads positive, actions reflected back (policies/base.py, Mirror). The
+    # policy learns one quadrant of the starts and acts in all four. A built-in task declares its
+    # symmetries (envs/task.py, Task.mirror_axes); another env takes them from mirror_axes. null:
+    # off (what a preset's ${for_task:...} gives on another env)
     mirror: bool | None = False
+    # the mirror symmetries of an env that is not a built-in task, for policy.mirror: a list of
+    # axes, each {key: [i] or [i, j], obs: [...], action: [...]}: the flat observation entry (or
+    # entry i minus entry j) whose sign picks the frame, and the observation and action entries
+    # that reflecting the world across that axis negates (docs/custom_envs.md)
+    mirror_axes: list[Any] | None = None
     # the constructor arguments of a registered policy class of one's own that are not among the keys
     # above (policy.options={width: 2.0} or +policy.options.width=2.0); recorded with its weights, so
     # evaluate.py, resume= and Ray workers rebuild it alike. The built-in policies take none
@@ -160,7 +165,7 @@ def policy_kwargs(cfg: PolicyConfig, task: str | None = None) -> dict[str, Any]:
     `**kwargs` to)."""
     common = dict(hidden_sizes=list(cfg.hidden_sizes), activation=cfg.activation, obs_norm=cfg.obs_norm)
     if cfg.mirror:
-        common["mirror"] = mirror_axes(task)
+        common["mirror"] = mirror_axes(cfg, task)
     gaussian = dict(common, init_std=cfg.init_std, state_dependent_std=cfg.state_dependent_std, squash=cfg.squash,
                     max_std=cfg.max_std, min_std=cfg.min_std)  # fmt: skip
     tokenized = dict(common, bins=cfg.bins, head=cfg.head, temperature=cfg.temperature, embed_dim=cfg.embed_dim,
@@ -174,11 +179,21 @@ def policy_kwargs(cfg: PolicyConfig, task: str | None = None) -> dict[str, Any]:
     return {**{k: v for k, v in {**gaussian, **tokenized}.items() if k in takes}, **_plain(cfg.options)}
 
 
-def mirror_axes(task: str | None) -> list[dict[str, list[int]]]:
-    """The mirror axes `policy.mirror=true` gives a policy on `env.task=task` (envs/task.py)."""
-    if not task:
-        raise ValueError("policy.mirror=true needs a built-in env.task, which declares its mirror symmetries")
-    return make_task(task).mirror_axes()
+def mirror_axes(cfg: PolicyConfig, task: str | None) -> list[dict[str, list[int]]]:
+    """The mirror axes `policy.mirror=true` gives a policy: those the built-in `env.task=task`
+    declares (envs/task.py), else `policy.mirror_axes`."""
+    if task:
+        return make_task(task).mirror_axes()
+    if not cfg.mirror_axes:
+        raise ValueError("policy.mirror=true needs a built-in env.task, which declares its mirror symmetries, or "
+                         "policy.mirror_axes for another env")  # fmt: skip
+    axes = _plain_list(cfg.mirror_axes)
+    return [{name: [int(i) for i in axis[name]] for name in ("key", "obs", "action")} for axis in axes]
+
+
+def _plain_list(value: Any) -> list[Any]:
+    """A list from the config (an OmegaConf node or a plain list), as plain Python containers."""
+    return OmegaConf.to_container(value, resolve=True) if isinstance(value, ListConfig) else list(value)
 
 
 def _plain(options: Any) -> dict[str, Any]:
@@ -201,8 +216,10 @@ def unused_policy_settings(cfg: PolicyConfig) -> list[str]:
     default = PolicyConfig()
     fields = dataclasses.fields(PolicyConfig)
     lines = [f"policy.{f.name}={getattr(cfg, f.name)} has no effect on {where}" for f in fields
-             if f.name not in ("type", "options") and f.name not in takes
+             if f.name not in ("type", "options", "mirror_axes") and f.name not in takes
              and getattr(cfg, f.name) != getattr(default, f.name)]  # fmt: skip
+    if cfg.mirror_axes and not cfg.mirror:
+        lines.append("policy.mirror_axes has no effect without policy.mirror=true")
     if cfg.type == "tokenized" and cfg.head == "factorized" and cfg.embed_dim != default.embed_dim:
         lines.append(f"policy.embed_dim={cfg.embed_dim} has no effect on policy.type=tokenized with head=factorized "
                      "(only the autoregressive head embeds its tokens)")  # fmt: skip

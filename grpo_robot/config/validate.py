@@ -26,6 +26,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from omegaconf import ListConfig, OmegaConf
+
 from grpo_robot.config.schema import (
     AlgoConfig,
     BCConfig,
@@ -347,21 +349,48 @@ def check_curriculum(cfg: TrainConfig) -> None:
 
 
 def check_mirror(pol: PolicyConfig, env: EnvConfig) -> None:
-    """`policy.mirror` needs a built-in task that declares its mirror symmetries, and a policy
-    class that takes them."""
+    """`policy.mirror` needs the env's mirror symmetries (a built-in task's own, or
+    `policy.mirror_axes` for another env) and a policy class that takes them."""
+    if pol.mirror_axes is not None:
+        _check_mirror_axes(pol.mirror_axes, env)
     if not pol.mirror:
         return
     from grpo_robot.config.schema import constructor_arguments
     from grpo_robot.envs import TASK_NAMES
     from grpo_robot.registry import POLICIES
 
-    declared = sorted(name for name, task in TASK_NAMES.items() if task.mirror_key is not None and "-v" not in name)
-    _check(bool(env.task) and getattr(TASK_NAMES.get(env.task), "mirror_key", None) is not None, "policy.mirror",
-           pol.mirror, f"needs a built-in task that declares its mirror symmetries ({', '.join(declared)}); "
-           f"{env_source(env)} declares none")  # fmt: skip
+    if env.task:
+        declared = sorted(name for name, task in TASK_NAMES.items() if task.mirror_key is not None and "-v" not in name)
+        _check(getattr(TASK_NAMES.get(env.task), "mirror_key", None) is not None, "policy.mirror", pol.mirror,
+               f"needs a task that declares its mirror symmetries ({', '.join(declared)}); {env_source(env)} "
+               "declares none")  # fmt: skip
+    else:
+        _check(bool(pol.mirror_axes), "policy.mirror", pol.mirror,
+               f"needs the env's mirror symmetries: {env_source(env)} is not a built-in task, so give them as "
+               "policy.mirror_axes=[{key: [i, j], obs: [...], action: [...]}, ...] (docs/custom_envs.md)")  # fmt: skip
     if pol.type not in POLICIES.builtin and pol.type in POLICIES:  # a plugin's class (the built-in ones take them)
         _check("mirror" in constructor_arguments(POLICIES[pol.type]), "policy.mirror", pol.mirror,
                f"needs a policy class that takes mirror axes; policy.type={pol.type}'s constructor does not")
+
+
+def _check_mirror_axes(axes: Any, env: EnvConfig) -> None:
+    """`policy.mirror_axes`: for an env that is not a built-in task (which declares its own), a
+    non-empty list of axes, each exactly {key: one or two entries, obs: entries, action: entries},
+    every entry a non-negative whole number (their bounds are checked against the env's sizes when
+    the policy is built)."""
+    _check(not env.task, "policy.mirror_axes", axes, f"is for an env that is not a built-in task; {env_source(env)} "
+           "declares its own (Task.mirror_axes)")  # fmt: skip
+    plain = OmegaConf.to_container(axes, resolve=True) if isinstance(axes, ListConfig) else axes
+    shape = "a non-empty list of {key: [i] or [i, j], obs: [...], action: [...]}, entries whole numbers >= 0"
+    _check(isinstance(plain, list) and len(plain) > 0, "policy.mirror_axes", plain, f"must be {shape}")
+    for n, axis in enumerate(plain):
+        where = f"policy.mirror_axes[{n}]"
+        _check(isinstance(axis, dict) and set(axis) == {"key", "obs", "action"}, where, axis, f"must be {shape}")
+        for name in ("key", "obs", "action"):
+            entries = axis[name]
+            whole = isinstance(entries, list) and all(type(i) is int and i >= 0 for i in entries)
+            _check(whole, f"{where}.{name}", entries, f"must be {shape}")
+        _check(1 <= len(axis["key"]) <= 2, f"{where}.key", axis["key"], "must name one or two observation entries")
 
 
 def policy_family(kind: str) -> str | None:
