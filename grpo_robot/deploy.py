@@ -157,6 +157,7 @@ class TrainedPolicy:
         if not self._bounds_recorded:
             raise ValueError(f"{self.path} records no action bounds: give load_policy your env (env=...) to export it")
         module = _Exported(copy.deepcopy(self.policy), self._to_env).to(self.device).eval().requires_grad_(False)
+        module.policy.obs_norm.clear_cache()  # cast again inside the export: a cached cast made torch.export warn
         example = torch.zeros(2, self.obs_dim, device=self.device)
         with torch.no_grad():
             program = torch.export.export(module, (example,), dynamic_shapes=({0: torch.export.Dim("batch")},))

@@ -124,6 +124,10 @@ class ObsNormalizer(nn.Module):
         mean, scale = self._statistics(obs.dtype)
         return ((obs - mean) / scale).clamp(-self.clip, self.clip)
 
+    def clear_cache(self) -> None:
+        """Forget the statistics cast for the forward pass (they are cast again at the next call)."""
+        self._cast = None
+
     def _statistics(self, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """(mean, sqrt(var + 1e-8)) in `dtype`, computed again only when a buffer was replaced
         (moved, cast) or changed in place (`update`, `load_state_dict`: tensor versions)."""
