@@ -157,8 +157,9 @@ class Mirror(nn.Module):
         super().__init__()
         if not axes:
             raise ValueError("mirror needs at least one axis")
-        key_at, ref_at = [], []
-        obs_flip, action_flip = torch.zeros(len(axes), obs_dim), torch.zeros(len(axes), action_dim)
+        # key = obs @ key_map: +1 at an axis's key entry, -1 at its reference entry
+        key_map = torch.zeros(obs_dim, len(axes))
+        flips = torch.zeros(len(axes), obs_dim + action_dim)  # the entries each axis negates
         for i, axis in enumerate(axes):
             if set(axis) != {"key", "obs", "action"} or not 1 <= len(axis["key"]) <= 2:
                 raise ValueError(f"mirror axis {axis!r} must give key (one or two observation entries), obs and "
@@ -167,26 +168,28 @@ class Mirror(nn.Module):
                 bad = [j for j in axis[name] if not 0 <= j < size]
                 if bad:
                     raise ValueError(f"mirror axis {i}'s {name} entries {bad} are outside [0, {size})")
-            key_at.append(axis["key"][0])
-            ref_at.append(axis["key"][1] if len(axis["key"]) == 2 else axis["key"][0])
-            obs_flip[i, axis["obs"]] = 1.0
-            action_flip[i, axis["action"]] = 1.0
-        self.has_ref = [len(axis["key"]) == 2 for axis in axes]
+            key_map[axis["key"][0], i] += 1.0
+            if len(axis["key"]) == 2:
+                key_map[axis["key"][1], i] -= 1.0
+            flips[i, axis["obs"]] = 1.0
+            flips[i, [obs_dim + j for j in axis["action"]]] = 1.0
+        self.obs_dim = obs_dim
+        # an entry that two reflected axes negate keeps its sign: counted mod 2, where axes share entries
+        self.shared = bool((flips.sum(0) > 1).any())
         # not in the state_dict: the axes are constructor arguments, kept with the policy's kwargs
-        self.register_buffer("key_at", torch.tensor(key_at), persistent=False)
-        self.register_buffer("ref_at", torch.tensor(ref_at), persistent=False)
-        self.register_buffer("ref_scale", torch.tensor([float(r) for r in self.has_ref]), persistent=False)
-        self.register_buffer("obs_flip", obs_flip, persistent=False)
-        self.register_buffer("action_flip", action_flip, persistent=False)
+        self.register_buffer("key_map", key_map, persistent=False)
+        self.register_buffer("flips", flips, persistent=False)
 
     def signs(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(observation signs `[..., obs_dim]`, action signs `[..., action_dim]`), each +-1: an
-        entry is negated when an odd number of the axes it belongs to are reflected."""
-        key = obs[..., self.key_at] - self.ref_scale.to(obs.dtype) * obs[..., self.ref_at]
-        reflected = (key < 0).to(obs.dtype)  # [..., axes]
-        obs_odd = torch.remainder(reflected @ self.obs_flip.to(obs.dtype), 2.0)
-        action_odd = torch.remainder(reflected @ self.action_flip.to(obs.dtype), 2.0)
-        return 1.0 - 2.0 * obs_odd, 1.0 - 2.0 * action_odd
+        entry is negated when an odd number of the axes it belongs to are reflected. Two small
+        matmuls: it runs at every control step and in every minibatch."""
+        reflected = (obs @ self.key_map.to(obs.dtype) < 0).to(obs.dtype)  # [..., axes]
+        odd = reflected @ self.flips.to(obs.dtype)
+        if self.shared:
+            odd = torch.remainder(odd, 2.0)
+        sign = 1.0 - 2.0 * odd
+        return sign[..., : self.obs_dim], sign[..., self.obs_dim :]
 
 
 class Policy(nn.Module):
