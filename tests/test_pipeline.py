@@ -1,8 +1,9 @@
 """The one-command pipelines reach the issue's target (slow: `pytest -m slow -k preset_reaches
-tests/test_pipeline.py`, about 11 minutes for all six on 2 cores, 5-6 for each policy's three):
-behaviour cloning from at most 10 demos gives some success below 90%, and GRPO from the clone
-reaches at least 95% on 200 held-out seeds with a Wilson lower bound of at least 0.90, within
-30 minutes. Seed 0 of each; the other seeds are in docs/results.md."""
+tests/test_pipeline.py`, a few minutes for all six on 2 cores): behaviour cloning from at most 10
+demos gives some success below 90%, and GRPO from the clone reaches at least 95% on 200 held-out
+seeds with a Wilson lower bound of at least 0.90; PushCube's, in its mirror frame, within issue
+18's 2 minutes, all stages counted (23-48 s on a 2-core Intel Xeon), the others within 5 (34-178
+s measured). Seed 0 of each; the other seeds are in docs/results.md."""
 
 import json
 from pathlib import Path
@@ -24,7 +25,7 @@ def test_pipeline_preset_reaches_target(tmp_path, experiment):
     assert summary["initial_policy"]["demo_episodes"] <= 10
     assert 0 < start["success_rate"] < 0.9, start
     assert final["success_rate"] >= 0.95 and final["wilson95"][0] >= 0.90, final
-    assert summary["seconds"] < 30 * 60
+    assert summary["seconds"] < (2 if experiment.startswith("push") else 5) * 60, summary["seconds"]
 
 
 ROOT = Path(__file__).resolve().parents[1]
