@@ -1,5 +1,5 @@
 """The one-command pipelines reach the issue's target (slow: `pytest -m slow -k preset_reaches
-tests/test_pipeline.py`, a few minutes for all six on 2 cores): behaviour cloning from at most 10
+tests/test_pipeline.py`, about 4 minutes for all six on 2 cores): behaviour cloning from at most 10
 demos gives some success below 90%, and GRPO from the clone reaches at least 95% on 200 held-out
 seeds with a Wilson lower bound of at least 0.90; PushCube's, in its mirror frame, within issue
 18's 2 minutes, all stages counted (23-48 s on a 2-core Intel Xeon), the others within 5 (34-178

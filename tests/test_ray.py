@@ -110,6 +110,20 @@ def test_a_plugin_policy_with_an_argument_of_its_own_gives_the_local_parameters_
     assert local["trunk.0.weight"].shape[0] == 32 and same(local, remote)
 
 
+def test_ray_workers_act_in_the_mirror_frame(local_ray, tmp_path):
+    """policy.mirror: each worker rebuilds the policy from its record, axes included, so its
+    rollouts (and the learner's statistics of them) are the local run's; without the mirror they
+    are not."""
+    cfg = small_config(iterations=2, eval_seeds=4)
+    cfg = replace(cfg, policy=replace(cfg.policy, hidden_sizes=[16], mirror=True),
+                  algo=replace(cfg.algo, groups_per_iter=2, group_size=2, train_horizon=12))  # fmt: skip
+    local, *_ = train(on(cfg, "local"), tmp_path / "local")
+    remote, _, trainer = train(on(cfg, "ray", 2), tmp_path / "ray")
+    assert same(local, remote) and trainer.policy.mirror is not None
+    plain, *_ = train(on(replace(cfg, policy=replace(cfg.policy, mirror=False)), "local"), tmp_path / "plain")
+    assert not same(plain, remote)
+
+
 def test_ray_workers_reset_at_the_curriculum_difficulty(local_ray, tmp_path):
     """algo.curriculum: the workers draw the learner's easier starts (the goal's distance is in every
     observation, so starts drawn at another difficulty would give other parameters)."""
