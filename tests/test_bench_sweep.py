@@ -58,6 +58,10 @@ def test_run_config_composes_the_entry_on_the_start():
     assert (cfg.time_limit_min, cfg.eval_at_start, cfg.pretrain, cfg.progress) == (1.5, True, False, False)
     bc = sweep.run_config(Sweep(task="LiftCube"), parse_algo("ppo"), "bc", 0, Path("/runs/bc_seed0/bc.pt"))
     assert (bc.env.task, bc.algo.advantage, bc.init_from) == ("LiftCube", "gae", "/runs/bc_seed0/bc.pt")
+    # PushCube's pipeline and default job act in the mirror frame; the sweep compares in the world's
+    push = sweep.run_config(Sweep(task="PushCube"), parse_algo("grpo"), "bc", 0, Path("/runs/bc_seed0/bc.pt"))
+    scratch = sweep.run_config(Sweep(task="PushCube"), parse_algo("grpo"), "scratch", 0, None)
+    assert push.policy.mirror is False and scratch.policy.mirror is False
 
 
 def test_sweep_from_parsed_arguments():

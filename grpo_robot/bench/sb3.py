@@ -76,8 +76,11 @@ def load_clone(path: Path):
 
     clone = checkpoint.policy_from_record(checkpoint.load(path)["policy"])
     kwargs = clone.init_kwargs()
-    if clone.kind != "gaussian" or kwargs["squash"] or kwargs["state_dependent_std"]:
+    if clone.type != "gaussian" or kwargs["squash"] or kwargs["state_dependent_std"]:
         raise SystemExit(f"{path}: SB3 takes an unsquashed Gaussian policy with a learned log-std vector")
+    if kwargs.get("mirror"):
+        raise SystemExit(f"{path}: the clone acts in a mirror frame (policy.mirror=true), which SB3's actor has "
+                         "no place for: clone with policy.mirror=false")  # fmt: skip
     return clone
 
 

@@ -374,23 +374,18 @@ def check_mirror(pol: PolicyConfig, env: EnvConfig) -> None:
 
 
 def _check_mirror_axes(axes: Any, env: EnvConfig) -> None:
-    """`policy.mirror_axes`: for an env that is not a built-in task (which declares its own), a
-    non-empty list of axes, each exactly {key: one or two entries, obs: entries, action: entries},
-    every entry a non-negative whole number (their bounds are checked against the env's sizes when
-    the policy is built)."""
+    """`policy.mirror_axes`: for an env that is not a built-in task (which declares its own), axes
+    that pick a frame (grpo_robot/symmetry.py; their bounds are checked against the env's sizes
+    when the policy is built)."""
+    from grpo_robot.symmetry import axes_problem
+
     _check(not env.task, "policy.mirror_axes", axes, f"is for an env that is not a built-in task; {env_source(env)} "
            "declares its own (Task.mirror_axes)")  # fmt: skip
     plain = OmegaConf.to_container(axes, resolve=True) if isinstance(axes, ListConfig) else axes
-    shape = "a non-empty list of {key: [i] or [i, j], obs: [...], action: [...]}, entries whole numbers >= 0"
-    _check(isinstance(plain, list) and len(plain) > 0, "policy.mirror_axes", plain, f"must be {shape}")
-    for n, axis in enumerate(plain):
-        where = f"policy.mirror_axes[{n}]"
-        _check(isinstance(axis, dict) and set(axis) == {"key", "obs", "action"}, where, axis, f"must be {shape}")
-        for name in ("key", "obs", "action"):
-            entries = axis[name]
-            whole = isinstance(entries, list) and all(type(i) is int and i >= 0 for i in entries)
-            _check(whole, f"{where}.{name}", entries, f"must be {shape}")
-        _check(1 <= len(axis["key"]) <= 2, f"{where}.key", axis["key"], "must name one or two observation entries")
+    problem = axes_problem(plain)
+    if problem is not None:
+        where, value, allowed = problem
+        _check(False, f"policy.mirror_axes{where}", value, allowed)
 
 
 def policy_family(kind: str) -> str | None:

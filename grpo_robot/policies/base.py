@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from grpo_robot.registry import ACTIVATIONS, POLICIES
+from grpo_robot.symmetry import axes_problem
 
 
 class _SigmoidTanh(torch.autograd.Function):
@@ -155,19 +156,14 @@ class Mirror(nn.Module):
 
     def __init__(self, obs_dim: int, action_dim: int, axes: list[dict[str, list[int]]]) -> None:
         super().__init__()
-        if not axes:
-            raise ValueError("mirror needs at least one axis")
         # key = obs @ key_map: +1 at an axis's key entry, -1 at its reference entry
         key_map = torch.zeros(obs_dim, len(axes))
         flips = torch.zeros(len(axes), obs_dim + action_dim)  # the entries each axis negates
+        problem = axes_problem(axes, obs_dim, action_dim)
+        if problem is not None:
+            where, value, allowed = problem
+            raise ValueError(f"mirror axes{where}={value!r} is invalid: {allowed}")
         for i, axis in enumerate(axes):
-            if set(axis) != {"key", "obs", "action"} or not 1 <= len(axis["key"]) <= 2:
-                raise ValueError(f"mirror axis {axis!r} must give key (one or two observation entries), obs and "
-                                 "action (the entries it negates)")  # fmt: skip
-            for name, size in (("key", obs_dim), ("obs", obs_dim), ("action", action_dim)):
-                bad = [j for j in axis[name] if not 0 <= j < size]
-                if bad:
-                    raise ValueError(f"mirror axis {i}'s {name} entries {bad} are outside [0, {size})")
             key_map[axis["key"][0], i] += 1.0
             if len(axis["key"]) == 2:
                 key_map[axis["key"][1], i] -= 1.0
