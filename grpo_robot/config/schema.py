@@ -176,7 +176,7 @@ def policy_kwargs(cfg: PolicyConfig, task: str | None = None) -> dict[str, Any]:
     from grpo_robot.registry import POLICIES  # a plugin's class: filed when its module was imported
 
     takes = constructor_arguments(POLICIES[cfg.type])
-    return {**{k: v for k, v in {**gaussian, **tokenized}.items() if k in takes}, **_plain(cfg.options)}
+    return {**{k: v for k, v in {**gaussian, **tokenized}.items() if k in takes}, **dict(plain(cfg.options))}
 
 
 def mirror_axes(cfg: PolicyConfig, task: str | None) -> list[dict[str, list[int]]]:
@@ -187,18 +187,14 @@ def mirror_axes(cfg: PolicyConfig, task: str | None) -> list[dict[str, list[int]
     if not cfg.mirror_axes:
         raise ValueError("policy.mirror=true needs a built-in env.task, which declares its mirror symmetries, or "
                          "policy.mirror_axes for another env")  # fmt: skip
-    axes = _plain_list(cfg.mirror_axes)
+    axes = plain(cfg.mirror_axes)
     return [{name: [int(i) for i in axis[name]] for name in ("key", "obs", "action")} for axis in axes]
 
 
-def _plain_list(value: Any) -> list[Any]:
-    """A list from the config (an OmegaConf node or a plain list), as plain Python containers."""
-    return OmegaConf.to_container(value, resolve=True) if isinstance(value, ListConfig) else list(value)
-
-
-def _plain(options: Any) -> dict[str, Any]:
-    """`options` (a dict or an OmegaConf node) as plain Python containers, as a checkpoint keeps them."""
-    return OmegaConf.to_container(options, resolve=True) if isinstance(options, DictConfig) else dict(options)
+def plain(value: Any) -> Any:
+    """A config value (an OmegaConf node, or already plain) as plain Python containers, as a
+    checkpoint keeps them."""
+    return OmegaConf.to_container(value, resolve=True) if isinstance(value, DictConfig | ListConfig) else value
 
 
 def unused_policy_settings(cfg: PolicyConfig) -> list[str]:

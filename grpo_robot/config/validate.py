@@ -26,8 +26,6 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from omegaconf import ListConfig, OmegaConf
-
 from grpo_robot.config.schema import (
     AlgoConfig,
     BCConfig,
@@ -377,12 +375,12 @@ def _check_mirror_axes(axes: Any, env: EnvConfig) -> None:
     """`policy.mirror_axes`: for an env that is not a built-in task (which declares its own), axes
     that pick a frame (grpo_robot/symmetry.py; their bounds are checked against the env's sizes
     when the policy is built)."""
+    from grpo_robot.config.schema import plain
     from grpo_robot.symmetry import axes_problem
 
     _check(not env.task, "policy.mirror_axes", axes, f"is for an env that is not a built-in task; {env_source(env)} "
            "declares its own (Task.mirror_axes)")  # fmt: skip
-    plain = OmegaConf.to_container(axes, resolve=True) if isinstance(axes, ListConfig) else axes
-    problem = axes_problem(plain)
+    problem = axes_problem(plain(axes))
     if problem is not None:
         where, value, allowed = problem
         _check(False, f"policy.mirror_axes{where}", value, allowed)
