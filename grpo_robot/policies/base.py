@@ -156,13 +156,13 @@ class Mirror(nn.Module):
 
     def __init__(self, obs_dim: int, action_dim: int, axes: list[dict[str, list[int]]]) -> None:
         super().__init__()
-        # key = obs @ key_map: +1 at an axis's key entry, -1 at its reference entry
-        key_map = torch.zeros(obs_dim, len(axes))
-        flips = torch.zeros(len(axes), obs_dim + action_dim)  # the entries each axis negates
-        problem = axes_problem(axes, obs_dim, action_dim)
+        problem = axes_problem(axes, obs_dim, action_dim)  # first: what follows reads the axes as well formed
         if problem is not None:
             where, value, allowed = problem
             raise ValueError(f"mirror axes{where}={value!r} is invalid: {allowed}")
+        # key = obs @ key_map: +1 at an axis's key entry, -1 at its reference entry
+        key_map = torch.zeros(obs_dim, len(axes))
+        flips = torch.zeros(len(axes), obs_dim + action_dim)  # the entries each axis negates
         for i, axis in enumerate(axes):
             key_map[axis["key"][0], i] += 1.0
             if len(axis["key"]) == 2:
