@@ -21,9 +21,11 @@ from grpo_robot.algo import (
     seq_mean_token_mean,
 )
 from grpo_robot.config import AlgoConfig, ClipConfig, KLConfig
+from grpo_robot.evaluation import EvalResult
 from grpo_robot.policies import GaussianPolicy
 from grpo_robot.policies.base import SigmoidTanh, Tanh, _SigmoidTanh, sigmoid_form_is_faster
 from grpo_robot.rollout import Batch
+from grpo_robot.seeding import iteration_seeds
 from grpo_robot.stats import mean_rate_interval, t975, wilson_interval
 from grpo_robot.update import GroupAdvantages
 
@@ -38,6 +40,8 @@ def test_worked_advantage_example():
     assert adv[0, :3].tolist() == pytest.approx([1.2910] * 3, abs=1e-4)
     assert adv[0, 3:].tolist() == pytest.approx([-0.7746] * 5, abs=1e-4)
     assert adv.sum().item() == pytest.approx(0.0, abs=1e-12)
+    # eps enters the denominator beside the std: (1 - 0.5) / (0.5 + 0.5)
+    assert grpo_advantages(torch.tensor([[1.0, 0.0]]), eps=0.5).tolist() == [[0.5, -0.5]]
 
 
 @pytest.mark.parametrize("eps", [0.0, 1e-6])
@@ -59,6 +63,14 @@ def test_group_advantages_cover_exactly_valid_steps():
     assert per_step.tolist() == pytest.approx([a, b, a, a, a, a], rel=1e-5)
     assert len(per_step) == batch.valid_steps == 6
     assert metrics["mean_abs_advantage"] == pytest.approx((2 * a - b) / 3, rel=1e-5)
+    # two groups of 3, members adjacent: [1, 0, 0] and [1, 1, 0] (grouped the other way round,
+    # [1, 1], [0, 1], [0, 0], they give other values)
+    success = torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0, 0.0])
+    batch = Batch(torch.zeros(1, 6, 2), torch.zeros(1, 6, 1), torch.zeros(1, 6, 1), torch.ones(1, 6, dtype=torch.bool),
+                  success, success < 0)  # fmt: skip
+    per_step, _ = GroupAdvantages(AlgoConfig(group_size=3)).advantages(batch, policy=None)
+    r2 = 2**0.5
+    assert per_step.tolist() == pytest.approx([r2, -r2 / 2, -r2 / 2, r2 / 2, r2 / 2, -r2], rel=1e-5)
 
 
 def test_ratio_levels_by_hand():
@@ -74,6 +86,7 @@ def test_ratio_levels_by_hand():
     assert token.log_ratio.tolist() == pytest.approx([0.1, 0.2, 0.3, -0.1, 0.4, 0.0]) and token.norm == 10.0
     assert token.traj.tolist() == [0, 0, 0, 0, 1, 1] and token.lengths.tolist() == [4, 2]
     assert token.kl_ref.tolist() == pytest.approx(logp.flatten().tolist())  # k1 = logp - logp_ref
+    assert token.advantages.tolist() == [1.0, 1.0, 1.0, 1.0, -2.0, -2.0]  # each step's advantage on its tokens
     seq = RATIO_LEVELS["sequence"](logp, zeros, None, zeros, adv, layout, kl)
     # GSPO: the mean token log-ratio of each trajectory, its mean advantage, one element each
     assert seq.log_ratio.tolist() == pytest.approx([0.5 / 4, 0.4 / 2]) and seq.norm == 1.0
@@ -312,6 +325,25 @@ def test_wilson_interval_known_values():
         wilson_interval(3, 2)
 
 
+def test_an_evaluation_reports_the_interval_of_its_own_episodes():
+    result = EvalResult(np.arange(10), np.array([True] * 7 + [False] * 3), np.full(10, 5))
+    assert result.rate == pytest.approx(0.7)
+    assert result.interval == pytest.approx((0.3968, 0.8922), abs=1e-4)  # Wilson, 7 of 10
+    record = result.to_json()
+    assert record["n"] == 10 and record["wilson95"] == pytest.approx([0.3968, 0.8922], abs=1e-4)
+    assert "success 70.0% [39.7%, 89.2%] (95% Wilson, n=10)" in result.summary()
+
+
+def test_training_group_seeds_differ_by_iteration_and_sampling_round():
+    """Dynamic sampling's second draw of an iteration takes other starts than its first; the first
+    is the iteration's plain draw."""
+    first = iteration_seeds(0, 3, 8)
+    assert np.array_equal(iteration_seeds(0, 3, 8, 0), first)
+    assert len(np.intersect1d(iteration_seeds(0, 3, 8, 1), first)) == 0
+    assert len(np.intersect1d(iteration_seeds(0, 4, 8), first)) == 0
+    assert len(np.intersect1d(iteration_seeds(1, 3, 8), first)) == 0
+
+
 def test_the_interval_across_checkpoints_covers_its_95_percent_with_few_of_them():
     """`evaluate.py -m` over 2-5 checkpoints gave a percentile-bootstrap interval over their rates,
     which covers the mean 50-85% of the time there (measured below: 3 checkpoints, 0.74)."""
@@ -430,6 +462,12 @@ def test_aggregations_by_hand():
     # elements left out (zero advantage) still count in token-mean's denominator
     keep = traj != 1
     assert AGGREGATIONS["token-mean"](values[keep], traj[keep], lengths, members, 4.0).item() == pytest.approx(16 / 6)
+    # a minibatch of trajectories 0 and 2 alone: its denominators count its own trajectories and elements
+    some = torch.tensor([0, 2])
+    assert AGGREGATIONS["seq-mean-token-mean"](values[keep], traj[keep], lengths, some).item() == pytest.approx(3.0)
+    assert AGGREGATIONS["token-mean"](values[keep], traj[keep], lengths, some).item() == pytest.approx(16 / 5)
+    assert AGGREGATIONS["seq-mean-token-sum-norm"](values[keep], traj[keep], lengths, some, 4.0).item() == \
+        pytest.approx(16 / (4 * 2))
 
 
 def test_gae_by_hand():

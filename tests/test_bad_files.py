@@ -369,6 +369,26 @@ def test_non_finite_tensors_are_refused_before_writing(good, tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["c.pt"]
 
 
+def test_a_write_syncs_the_file_then_renames_it_then_syncs_its_folder(tmp_path, monkeypatch):
+    """The rename outlives a power cut only once the folder holding it is synced too."""
+    import stat
+
+    calls, fsync, replace_ = [], os.fsync, os.replace
+
+    def logged_fsync(fd):
+        calls.append(("folder" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file", None))
+        fsync(fd)
+
+    def logged_replace(src, dst):
+        calls.append(("rename", Path(dst).name))
+        replace_(src, dst)
+
+    monkeypatch.setattr(os, "fsync", logged_fsync)
+    monkeypatch.setattr(os, "replace", logged_replace)
+    checkpoint.save_atomic({"a": torch.ones(2)}, tmp_path / "c.pt")
+    assert calls == [("file", None), ("rename", "c.pt"), ("folder", None)]
+
+
 def test_a_failed_write_is_one_line_and_leaves_the_previous_file(tmp_path, monkeypatch):
     path, text = tmp_path / "c.pt", tmp_path / "summary.json"
     checkpoint.save_atomic({"a": torch.ones(2)}, path)

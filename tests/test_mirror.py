@@ -181,6 +181,15 @@ def test_the_policy_sees_one_quadrant_and_normalizes_it():
     assert (mean[goal][:2] - mean[cube][:2] > 0.05).all()  # the canonical frame's statistics, not the world's
 
 
+def test_an_entry_two_reflected_axes_negate_keeps_its_sign():
+    """Axes may share entries (an angle both reflections negate, say): an entry is negated when an
+    odd number of the axes it belongs to are reflected."""
+    mirror = Mirror(3, 1, [{"key": [0], "obs": [0, 2], "action": [0]}, {"key": [1], "obs": [1, 2], "action": [0]}])
+    obs_sign, action_sign = mirror.signs(torch.tensor([[-1.0, -2.0, 5.0], [-1.0, 2.0, 5.0], [1.0, 2.0, 5.0]]))
+    assert obs_sign.tolist() == [[-1, -1, 1], [-1, 1, -1], [1, 1, 1]]  # both reflected; axis 0 alone; neither
+    assert action_sign.tolist() == [[1], [-1], [1]]
+
+
 @pytest.mark.parametrize("axes,message", [
     ([{"key": [0], "obs": [0, 9], "action": [0]}], r"axes\[0\].obs=\[0, 9\] is invalid: must lie in \[0, 9\)"),
     ([{"key": [0], "obs": [0], "action": [4]}], r"axes\[0\].action=\[4\] is invalid: must lie in \[0, 4\)"),

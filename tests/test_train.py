@@ -209,6 +209,21 @@ def test_resume_matches_uninterrupted_run(tmp_path, schedule):
     assert resumed.learner.lr == straight.learner.lr < (algo.lr / 1.5**3 * 1.0001 if schedule == "adaptive" else 1)
 
 
+def test_a_resumed_run_takes_its_reference_policy_from_the_checkpoint(tmp_path):
+    """The KL term's reference comes back from the checkpoint. Rebuilt from the run's seed it would
+    equal the saved one here too, so the saved one is moved first: the resumed run holds the moved one."""
+    algo = AlgoConfig(group_size=8, groups_per_iter=8, epochs=1, minibatches=1, kl=KLConfig(beta=0.05))
+    cfg = small_config(iterations=2, algo=algo, checkpoint_every=1)
+    with pytest.raises(KeyboardInterrupt):
+        late(Trainer(cfg, tmp_path / "first"), CrashAfter(1)).run()
+    path = tmp_path / "first" / "checkpoints" / "last.pt"
+    ckpt = torch.load(path, weights_only=True)
+    moved = {k: v + 0.1 if v.is_floating_point() else v for k, v in ckpt["reference"].items()}
+    checkpoint.save_atomic({**ckpt, "reference": moved}, path)
+    held = Trainer(replace(cfg, resume=str(tmp_path / "first")), tmp_path / "second").learner.reference.state_dict()
+    assert held.keys() == moved.keys() and all(torch.equal(held[k], moved[k]) for k in moved)
+
+
 def test_final_step_outcome_runs_to_horizon(tmp_path):
     cfg = small_config(iterations=1, env=EnvConfig(task="Reach", outcome="final_step", horizon=20))
     trainer = Trainer(cfg, tmp_path)
@@ -691,6 +706,27 @@ def test_advantages_standardized_per_minibatch_count_the_zero_advantage_steps():
     assert all(torch.equal(full_w[key], skip_w[key]) for key in full_w)
     bonus, _, _ = _update_twice(batch, policy, normalize_advantages=True, entropy_coef=1e-12)[False]
     assert all(torch.allclose(bonus[key], skip_w[key], rtol=0, atol=1e-7) for key in full_w)
+
+
+def test_advantages_standardized_per_minibatch_reach_the_loss_with_mean_0_and_std_1(monkeypatch):
+    from grpo_robot.update import GroupAdvantages, Learner
+
+    batch, policy = _four_groups([1, 0, 0, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 1, 0, 0])
+    cfg = AlgoConfig(group_size=4, groups_per_iter=4, epochs=1, minibatches=1, normalize_advantages=True)
+    learner = Learner(policy, cfg, batch.obs.shape[0], 10, 0, torch.device("cpu"))
+    advantages = GroupAdvantages(cfg).advantages(batch, policy)[0] * 2.0 + 3.0  # a critic's can be off-centre
+    seen, loss = [], learner.policy_loss
+
+    def spied(logp, logp_old, adv, *rest):
+        seen.append(adv)
+        return loss(logp, logp_old, adv, *rest)
+
+    monkeypatch.setattr(learner, "policy_loss", spied)
+    learner.update(batch, advantages, 0)
+    (adv,) = seen  # one epoch of one minibatch: every step
+    assert len(adv) == batch.valid_steps and adv.mean().item() == pytest.approx(0.0, abs=1e-6)
+    assert adv.std().item() == pytest.approx(1.0, abs=1e-6)
+    torch.testing.assert_close(adv, ((advantages - advantages.mean()) / advantages.std()).to(adv.dtype))
 
 
 @pytest.mark.parametrize("minibatches", [7, 15, 16])
