@@ -805,3 +805,20 @@ def test_a_signal_during_pretrain_bcs_evaluation_keeps_the_clone_and_is_one_line
                                                        f"clone is saved without one: {bc}"), stderr[-2000:]  # fmt: skip
     clone = checkpoint.load(bc, purpose="evaluate")
     assert clone["kind"] == "bc" and clone["eval"] is None
+
+
+def test_robomimic_demos_load_in_the_order_of_their_numbers(tmp_path):
+    """demo_10 sorts between demo_1 and demo_2 by name; episodes keep their numbers' order."""
+    cfg = toy("PointReach", horizon=30)
+    path = tmp_path / "demos.hdf5"
+    with h5py.File(path, "w") as f:
+        for i in range(12):
+            f.create_dataset(f"data/demo_{i}/obs/state", data=np.full((i + 1, 4), float(i)))
+            f.create_dataset(f"data/demo_{i}/actions", data=np.zeros((i + 1, 2)))
+    env = GymGroupEnv(cfg, 1)
+    try:
+        data = load_demos(path, cfg, env)
+    finally:
+        env.close()
+    assert data.lengths.tolist() == list(range(1, 13))
+    assert data.obs[data.episode_index() == 10, 0].tolist() == [10.0] * 11

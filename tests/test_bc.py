@@ -707,3 +707,13 @@ def test_pretrain_bc_checks_the_memory_for_the_env_its_npz_records(tmp_path):
     assert out.code == 2 and len(out.error_lines) == 1, out.stderr
     assert "policy.hidden_sizes=[1000000, 1000000] is too large for this machine" in out.error_lines[0]
     assert not (tmp_path / "bc.pt").exists()
+
+
+def test_cloning_stops_patience_checks_after_its_best():
+    """`bc.patience=3` checks every 10 steps: the run ends 30 steps after its best validation,
+    with one validation figure per check."""
+    data, _ = collect_demos("Reach", 5, nthread=1)
+    cfg = BCConfig(max_steps=400, eval_every=10, patience=3, val_fraction=0.4, seed=1, learn_std=True)
+    _, result = clone(data, PolicyConfig(type="gaussian", hidden_sizes=[16]), cfg)
+    assert result.steps < 400 and result.steps == result.best_step + 30
+    assert len(result.val_action_mse) == result.steps // 10

@@ -570,3 +570,20 @@ def test_a_success_fn_that_returns_no_flag_is_refused_and_a_later_odd_terminated
             env.step(np.zeros((2, 2)))  # the worlds fail as in any other error of the env's step
     finally:
         env.close()
+
+
+def test_a_world_whose_env_raised_is_not_a_success():
+    """With the final step's outcome and a wide tolerance every world would succeed; the worlds
+    whose env raised are failures, in `success` and in the step's `is_success`."""
+    env = GymGroupEnv(toy(outcome="final_step", horizon=5, kwargs={"tolerance": 10.0, "crash_at": 3}), 8)
+    try:
+        env.reset(list(range(8)))
+        for _ in range(5):
+            if env.done.all():
+                break
+            info = env.step(np.zeros((8, 2)))[4]
+        assert 0 < env.failed.sum() < 8
+        assert not env.success[env.failed].any() and env.success[~env.failed].all()
+        assert not info["is_success"][env.failed].any()
+    finally:
+        env.close()

@@ -594,3 +594,29 @@ def test_a_split_rollout_takes_no_more_cores_than_its_physics_threads():
     worker.collect(policy.state_dict(), 0, 0, 0, np.repeat(np.arange(2), 4), 0, 8)
     assert worker.exact_split == 1 and not worker.env._lanes
     worker.close()
+
+
+class _EndsAfterOneStep:
+    """Two worlds that end after one control step, neither terminated (the horizon ends them): the
+    success predicate holds at world 0's last step, not at world 1's."""
+
+    num_worlds = 2
+
+    def reset(self, seeds):
+        self.done, self.success = np.zeros(2, bool), np.zeros(2, bool)
+        self.terminated, self.failed = np.zeros(2, bool), np.zeros(2, bool)
+        return np.zeros((2, 3), np.float32)
+
+    def step(self, actions):
+        self.done[:] = True
+        self.success[:] = [True, False]
+        return (np.zeros((2, 3), np.float32),)
+
+
+def test_the_outcome_is_success_at_the_last_step_or_a_terminating_success():
+    policy = build_policy("gaussian", 3, 2, hidden_sizes=[8])
+    seeds, cpu = np.array([0, 0]), torch.device("cpu")
+    final = collect(_EndsAfterOneStep(), policy, seeds, cpu, torch.Generator().manual_seed(0), final_step_outcome=True)
+    assert final.success.tolist() == [1.0, 0.0]
+    any_step = collect(_EndsAfterOneStep(), policy, seeds, cpu, torch.Generator().manual_seed(0))
+    assert any_step.success.tolist() == [0.0, 0.0]  # no world terminated on a success

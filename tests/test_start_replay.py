@@ -142,3 +142,23 @@ def test_the_share_is_not_cut_by_float_rounding():
     replay.starts = {10**6 + k: [0.5, 0] for k in range(40)}
     replay.mix(np.arange(100), 0, 0)
     assert replay.replayed == 29
+
+
+def test_dynamic_sampling_keeps_the_open_ranges_groups_up_to_the_groups_asked_for():
+    """keep_range (0, 1): a group all failed or all succeeded is dropped, and the second round fills
+    the batch only up to its 4 groups."""
+    env = BatchedEnv("Reach", 8 * 4)
+    policy = GaussianPolicy(env.obs_dim, env.action_dim, hidden_sizes=[32, 32])
+    sampler = GroupSampler(env, 0, 4, 8, torch.device("cpu"), keep_range=(0.0, 1.0), max_rounds=2)
+    draw, wins = sampler.draw, [[0, 4, 8, 2], [4, 4, 4, 4]]  # successes of 8, per group, in each round
+
+    def drawn(policy, it, round_=0):
+        batch = draw(policy, it, round_)
+        batch.success = torch.tensor([float(k < w) for w in wins[round_] for k in range(8)])
+        return batch
+
+    sampler.draw = drawn
+    batch, metrics = sampler.sample(policy, 0)
+    assert batch.success.view(-1, 8).mean(1).tolist() == [0.5, 0.25, 0.5, 0.5]
+    assert metrics["groups_kept"] == 4 and metrics["groups_drawn"] == 8
+    env.close()

@@ -464,6 +464,12 @@ def test_a_resumed_run_times_its_target_over_the_whole_run():
     assert Evaluation(1, 0.5, False)._reached(trainer, result)
     assert trainer.target == {"target": 0.5, "reached": True, "iteration": 5, "env_steps": 100, "success": 0.75,
                               "seconds": 12.0, "train_seconds": 8.0}  # fmt: skip
+    # a success rate equal to the target reaches it; one just below does not
+    for successes, reached in ((2, True), (1, False)):
+        trainer.target, trainer.stopped = {"target": 0.5, "reached": False}, None
+        result = EvalResult(np.arange(4), np.arange(4) < successes, np.full(4, 7))
+        assert Evaluation(1, 0.5, False)._reached(trainer, result) is reached
+        assert trainer.target["reached"] is reached and trainer.stopped == ("target_success" if reached else None)
 
 
 def test_the_progress_bar_counts_the_iterations_an_env_step_budget_leaves(tmp_path):
