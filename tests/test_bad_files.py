@@ -376,17 +376,17 @@ def test_a_write_syncs_the_file_then_renames_it_then_syncs_its_folder(tmp_path, 
     calls, fsync, replace_ = [], os.fsync, os.replace
 
     def logged_fsync(fd):
-        calls.append(("folder" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file", None))
+        calls.append("sync folder" if stat.S_ISDIR(os.fstat(fd).st_mode) else "sync file")
         fsync(fd)
 
     def logged_replace(src, dst):
-        calls.append(("rename", Path(dst).name))
+        calls.append(f"rename to {Path(dst).name}")
         replace_(src, dst)
 
     monkeypatch.setattr(os, "fsync", logged_fsync)
     monkeypatch.setattr(os, "replace", logged_replace)
     checkpoint.save_atomic({"a": torch.ones(2)}, tmp_path / "c.pt")
-    assert calls == [("file", None), ("rename", "c.pt"), ("folder", None)]
+    assert calls == ["sync file", "rename to c.pt", "sync folder"]
 
 
 def test_a_failed_write_is_one_line_and_leaves_the_previous_file(tmp_path, monkeypatch):
