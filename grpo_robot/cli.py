@@ -13,6 +13,7 @@ import re
 import sys
 from importlib.resources import files
 from pathlib import Path
+from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -59,12 +60,34 @@ def _resume_config(cfg: DictConfig):
     -> (the config, the checkpoint)."""
     from omegaconf import OmegaConf
 
-    from grpo_robot import checkpoint
     from grpo_robot.resume import resumed_config
 
-    ckpt = checkpoint.load(cfg.resume, purpose="resume")
+    ckpt = _resume_checkpoint(cfg.resume)
     mine = OmegaConf.to_container(cfg, resolve=True)
     return resumed_config(ckpt["config"], mine, _touched | {"resume"}), ckpt
+
+
+# the checkpoint of `resume=<run>`, read once per command (`_resume_checkpoint`): the checks before
+# the run, the run's config and the trainer's state come from the same bytes
+_resumed: dict[str, Any] = {}
+
+
+def _resume_checkpoint(resume: str):
+    """`checkpoint.load(resume, purpose="resume")`, read once: a second call for the same file,
+    unchanged since (inode, size, modification time), gets the same checkpoint back; a file
+    replaced in between is read again."""
+    from grpo_robot import checkpoint
+
+    path = checkpoint.resolve(resume)
+    try:
+        stat = path.stat()
+        key = (str(path.resolve()), stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    except OSError:  # load names what is wrong with it
+        key = None
+    if key is None or _resumed.get("key") != key:
+        _resumed.clear()  # one at a time: a sweep's jobs each resume their own
+        _resumed.update(key=key, checkpoint=checkpoint.load(path, purpose="resume"))
+    return _resumed["checkpoint"]
 
 
 # the exit codes of the jobs of this multirun that failed: each is told in its line, and the sweep
@@ -90,7 +113,7 @@ def _train(cfg: DictConfig) -> float | None:
 
     run_dir = HydraConfig.get().runtime.output_dir
     try:
-        train_cfg = to_train_config(cfg)
+        train_cfg, ckpt = to_train_config(cfg), None
         if train_cfg.resume:
             from grpo_robot.resume import check_same_run
 
@@ -115,7 +138,9 @@ def _train(cfg: DictConfig) -> float | None:
 
         for setting in unused_settings(train_cfg):
             log.warning("%s (set by the preset or the command line)", setting)
-        trainer = Trainer(train_cfg, run_dir)
+        # the checkpoint read for the checks above, handed on and let go here (the trainer copies it in)
+        _resumed.clear()
+        trainer = Trainer(train_cfg, run_dir, resumed=ckpt)
     except (ValueError, FileNotFoundError) as err:  # ConfigError, or an init_from/demos/env that does not fit
         _remove_unstarted(Path(run_dir))
         _job_fail(str(err), 2)
@@ -650,12 +675,11 @@ def _validate_resumed(composed: DictConfig, overrides: list[str]) -> None:
     with the keys the command line touched (`check_same_run` later refuses those it may not change)."""
     from omegaconf import OmegaConf
 
-    from grpo_robot import checkpoint
     from grpo_robot.config import validate
     from grpo_robot.resume import resumed_config
 
     try:
-        ckpt = checkpoint.load(composed.resume, purpose="resume")
+        ckpt = _resume_checkpoint(composed.resume)
     except FileNotFoundError as err:
         raise ConfigError(str(err)) from None
     touched = _touched_keys(overrides, composed) | {"resume"}
@@ -866,7 +890,7 @@ def _check_train(cfg) -> None:
         from grpo_robot import checkpoint
 
         try:
-            checkpoint.load(cfg.resume, purpose="resume")
+            _resume_checkpoint(cfg.resume)
         except FileNotFoundError as err:
             raise checkpoint.CheckpointError(f"resume={cfg.resume}: {err}") from None
     if cfg.init_from and not cfg.resume:

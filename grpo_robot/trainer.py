@@ -90,11 +90,16 @@ def episode_scalars(batch: Batch) -> dict[str, float]:
 
 class Trainer:
     """Builds everything from `cfg` (validated first); `run()` trains and returns a summary.
-    `env` replaces the configured training env (any `GroupEnv`); `hooks` run after the defaults."""
+    `env` replaces the configured training env (any `GroupEnv`); `hooks` run after the defaults.
+    `resumed` is `cfg.resume`'s checkpoint when the caller has read it already (the command line
+    reads it once, for its checks and the run's config, and hands it on); None reads it here."""
 
     def __init__(self, cfg: TrainConfig, run_dir: str | Path, hooks: Sequence[Hook] = (),
-                 env: GroupEnv | None = None) -> None:  # fmt: skip
+                 env: GroupEnv | None = None, resumed: checkpoint.Checkpoint | None = None) -> None:  # fmt: skip
         validate(cfg)  # before any environment is built
+        if resumed is not None and not cfg.resume:
+            raise ValueError("Trainer(resumed=...) is the checkpoint of cfg.resume, and cfg.resume is not set")
+        self._resumed = resumed
         self.cfg, self.run_dir, self.device = cfg, Path(run_dir), resolve_device(cfg.device)
         algo = cfg.algo
         worlds = algo.groups_per_iter * algo.group_size
@@ -189,7 +194,8 @@ class Trainer:
         if cfg.resume:
             from grpo_robot.resume import check_same_run
 
-            ckpt = checkpoint.load(cfg.resume, map_location=self.device, purpose="resume")
+            ckpt = self._resumed or checkpoint.load(cfg.resume, map_location=self.device, purpose="resume")
+            self._resumed = None  # its tensors are copied into the policy and the optimizer: not held twice
             check_same_run(ckpt["config"], cfg, f"resume={cfg.resume}")
             checkpoint.check_env(ckpt, cfg.env, f"resume={cfg.resume}", self.env)  # the layout it trained on
             self._restore(ckpt)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,7 +20,7 @@ import torch
 from cli_harness import run_main
 from test_train import small_config
 
-from grpo_robot import rundir
+from grpo_robot import cli, rundir
 from grpo_robot.cli import compose_train_config
 from grpo_robot.hooks import Hook
 from grpo_robot.trainer import Trainer
@@ -301,6 +302,30 @@ def test_a_resumed_run_needs_not_the_files_it_started_from(tmp_path):
     assert resumed.code == 0, resumed.stderr
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["iterations"] == 2 and summary["initial_policy"]["source"] == str(clone / "checkpoints" / "last.pt")
+
+
+def test_a_resume_reads_its_checkpoint_once(tmp_path, monkeypatch):
+    """The checks before the run, the run's config and the trainer's state come from one read of
+    `last.pt` (it was read three times, each time its CRC checked over the whole file: seconds for
+    a large policy, and the state could come from a file replaced after the checks); a file
+    replaced between two reads is read again."""
+    from grpo_robot import checkpoint
+
+    run_dir = tmp_path / "run"
+    assert run_main("train", *TINY, "iterations=1", f"hydra.run.dir={run_dir}").code == 0
+    reads: list[Path] = []
+    read = checkpoint._read
+    monkeypatch.setattr(checkpoint, "_read", lambda path, where: reads.append(path) or read(path, where))
+    resumed = run_main("train", f"resume={run_dir}", "iterations=2")
+    assert resumed.code == 0, resumed.stderr
+    last = run_dir / "checkpoints" / "last.pt"
+    assert reads == [last] and state(last)["iteration"] == 2
+    first = cli._resume_checkpoint(str(run_dir))
+    assert cli._resume_checkpoint(str(run_dir)) is first and len(reads) == 2  # the run let its copy go
+    shutil.copy(last, tmp_path / "copy.pt")
+    os.replace(tmp_path / "copy.pt", last)  # the same bytes, another file
+    assert cli._resume_checkpoint(str(run_dir)) is not first and len(reads) == 3
+    cli._resumed.clear()
 
 
 class InfiniteLearningRate(Hook):
