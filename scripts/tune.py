@@ -9,7 +9,8 @@ The study is kept in <out>/study.db: run the same command again to add trials or
 interruption; `--enqueue KEY=VALUE ...` has the next trial take those values (the preset's, say)
 instead of drawing them; a seconds search timed on another machine is refused unless
 `--any-machine`. Confirm the best trial on seeds the search never saw, e.g.
-`python scripts/train.py -m seed=3,4,5,6,7 <the best trial's overrides>`. Needs Optuna
+`python scripts/train.py -m seed=3,4,5,6,7 <the best trial's overrides>`. `--config-dir DIR`
+searches a preset of one's own, in DIR/experiment/ as train.py's `--config-dir` finds it. Needs Optuna
 (`pip install -e ".[tune]"`).
 """
 
@@ -33,6 +34,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--enqueue", nargs="+", metavar="KEY=VALUE", default=[],
                         help="values of searched params that the next trial takes instead of drawing them "
                              "(e.g. the current preset's), unless a trial already has them")
+    parser.add_argument("--config-dir", "-cd", metavar="DIR",
+                        help="a folder of one's own presets (experiment/<name>.yaml, ...) on the search path of "
+                             "every run, as train.py's --config-dir")  # fmt: skip
     parser.add_argument("--any-machine", action="store_true",
                         help="go on with a seconds search whose runs were timed on another machine "
                              "(refused otherwise: its costs would not compare)")  # fmt: skip
@@ -46,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print('error: scripts/tune.py needs Optuna: pip install -e ".[tune]"', file=sys.stderr)
         return 2
     try:
-        space = tune.load_space(args.space)
+        space = tune.load_space(args.space, args.config_dir)
         enqueue = tune.parse_enqueue(space, args.enqueue)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)

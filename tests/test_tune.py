@@ -669,3 +669,36 @@ def test_a_space_searches_a_preset_of_your_own(tmp_path):
     preset.write_text(preset.read_text().replace("group_size: 4", "group_size: 0"))
     with pytest.raises(ValueError, match=re.escape("algo.group_size=0 is invalid: must be >= 1")):
         tune.load_space(space_file)
+
+
+def test_config_dir_searches_a_preset_of_your_own_as_train_py_finds_it(tmp_path):
+    """`tune.py --config-dir DIR`, as `train.py --config-dir DIR`: the folder's preset composes every
+    run, each trial records the search path among its fixed overrides (the report's command line
+    needs it), and a missing folder or a second search path is one line before any work."""
+    (tmp_path / "mine" / "experiment").mkdir(parents=True)
+    (tmp_path / "mine" / "experiment" / "my_reach.yaml").write_text(
+        "# @package _global_\ndefaults:\n  - override /env: reach\nalgo:\n  group_size: 4\n  epochs: 5\n")
+    space_file = tmp_path / "space.yaml"
+    space_file.write_text(TINY.replace("experiment: reach_from_scratch", "experiment: my_reach").replace(
+        '"algo.group_size=4", ', ""))  # fmt: skip
+    with pytest.raises(ValueError, match="my_reach"):  # not on the search path without it
+        tune.load_space(space_file)
+    space = tune.load_space(space_file, tmp_path / "mine")
+    assert space.overrides[-1] == f"hydra.searchpath=['file://{(tmp_path / 'mine').resolve()}']"
+    cfg = space.trial_config({"algo.lr": 0.002, "algo.epochs": 2, "policy.init_std": 0.3}, 1)
+    assert (cfg.env.task, cfg.algo.group_size, cfg.algo.epochs, cfg.algo.lr) == ("Reach", 4, 2, 0.002)
+    code, out, err = run_cli(str(space_file), "--config-dir", str(tmp_path / "mine"), "--out", str(tmp_path / "run"),
+                             "--trials", "1", "--enqueue", "algo.lr=0.002", "algo.epochs=1", "policy.init_std=0.3")
+    assert code == 0, err
+    records = [json.loads(line) for line in (tmp_path / "run" / "runs.jsonl").read_text().splitlines()]
+    assert len(records) == 2 and all(r["overrides"] == list(space.overrides) for r in records)
+    best = out.strip().splitlines()[-1]  # the best trial's command line, the folder in it
+    assert best.startswith("best: trial 0: experiment=my_reach ") and best.endswith(f" {space.overrides[-1]}"), best
+    code, _, err = run_cli(str(space_file), "-cd", str(tmp_path / "nowhere"), "--out", str(tmp_path / "o"))
+    assert code == 2 and err.strip() == (f"error: --config-dir={tmp_path / 'nowhere'} is invalid: must be a "
+                                         "directory of config groups (e.g. experiment/<name>.yaml)"), err
+    both = tmp_path / "both.yaml"
+    both.write_text(TINY.replace('"algo.group_size=4", ', f'"hydra.searchpath=[file://{tmp_path / "mine"}]", '))
+    code, _, err = run_cli(str(both), "--config-dir", str(tmp_path / "mine"), "--out", str(tmp_path / "o"))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "give one of them" in err, err
+    assert not (tmp_path / "o").exists()

@@ -220,9 +220,12 @@ def _hydra(value: Any) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
-def load_space(path: str | Path) -> Space:
+def load_space(path: str | Path, config_dir: str | Path | None = None) -> Space:
     """A search space from YAML, checked: every key known, every param a range or choices, and
-    the preset composed and validated with each param at each of its bounds (one line on error)."""
+    the preset composed and validated with each param at each of its bounds (one line on error).
+    `config_dir` (tune.py's `--config-dir`) is a folder of one's own presets, put on Hydra's
+    search path of every run as a fixed override (`hydra.searchpath=[file://...]`, which a space
+    may also give among its `overrides`, but not both)."""
     from grpo_robot.config import ConfigError
     from grpo_robot.config.validate import validate
 
@@ -302,6 +305,13 @@ def load_space(path: str | Path) -> Space:
             raise ValueError(f"{path}: overrides sets {key}: {RUN_KEYS[key]}")
         if key in searched:  # the draw would train, and the fixed value would win in the report's command line
             raise ValueError(f"{path}: overrides fixes {key}, which params searches; keep it in one of the two")
+    if config_dir is not None:
+        from grpo_robot.cli import search_path_override
+
+        if any(o.lstrip("+~").startswith("hydra.searchpath=") for o in overrides):
+            raise ValueError(f"--config-dir={config_dir} and {path}'s overrides both set hydra.searchpath: "
+                             "give one of them")  # fmt: skip
+        overrides = [*overrides, search_path_override(str(config_dir))]
     for key, kinds in (("target", (int, float)), ("max_env_steps", (int,)), ("eval_every", (int,)),
                        ("eval_seeds", (int,)), ("time_limit_min", (int, float))):  # fmt: skip
         value = raw.get(key)
@@ -313,7 +323,7 @@ def load_space(path: str | Path) -> Space:
     if objective == "seconds" and "max_env_steps" not in raw:
         raw["max_env_steps"] = None  # a seconds search's budget is its time limit alone
     space = Space(experiment=str(raw.get("experiment", "push_from_scratch")), params=tuple(params),
-                  overrides=tuple(raw.get("overrides") or ()), seeds=seeds,
+                  overrides=tuple(overrides), seeds=seeds,
                   **{k: raw[k] for k in ("target", "max_env_steps", "eval_every", "eval_seeds", "objective",
                                          "time_limit_min", "prune_after") if k in raw},
                   source=str(path))  # fmt: skip
