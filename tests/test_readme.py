@@ -49,3 +49,35 @@ def test_every_test_the_docs_cite_exists():
 
     missing = sorted(f"{f}::{name}" if name else f for f, name in cited if not found(f, name))
     assert not missing, missing
+
+
+def _anchors(path: Path) -> set[str]:
+    """The anchors GitHub gives `path`'s headings: lower case, punctuation but `-` and `_` dropped,
+    spaces as `-`, a repeated one numbered (`-1`, `-2`); none from inside a code block."""
+    out: set[str] = set()
+    seen: dict[str, int] = {}
+    code = False
+    for line in path.read_text().splitlines():
+        code ^= line.startswith("```")
+        heading = None if code else re.match(r"#+\s+(.*)", line)
+        if heading:
+            slug = re.sub(r"[^\w\- ]", "", heading.group(1).replace("`", "").strip().lower()).replace(" ", "-")
+            out.add(f"{slug}-{seen[slug]}" if slug in seen else slug)
+            seen[slug] = seen.get(slug, 0) + 1
+    return out
+
+
+def test_every_link_between_the_docs_leads_somewhere():
+    """Each relative link of README and docs/ names a file that exists and, with `#...`, a heading
+    of it (a heading renamed in docs/results.md leaves the README's link to it dead)."""
+    files = [README, *sorted((README.parent / "docs").glob("*.md"))]
+    links = [(f, t) for f in files for t in re.findall(r"\]\(([^)\s]+)\)", f.read_text())
+             if not re.match(r"[a-z]+:", t)]  # fmt: skip
+    assert len(links) >= 100
+    dead = []
+    for source, target in links:
+        name, _, anchor = target.partition("#")
+        dest = source.parent / name if name else source
+        if not dest.exists() or anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
+            dead.append(f"{source.name}: {target}")
+    assert not dead, dead
