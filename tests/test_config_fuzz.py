@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -314,6 +315,10 @@ MOVED = [
     ("bc.weight_decay", -1.0), ("bc.val_fraction", 1.0), ("bc.labels", "noisy"), ("bc.seed", -1),
     ("time_limit_min", 1e9), ("iterations", 0), ("eval_seeds", 0), ("max_env_steps", 0), ("seed", -1),
     ("device", "tpu"), ("device", "cuda:x"), ("device", ""),
+    # one past each edge of the default job (256 trajectories, a 100-step horizon): the far values
+    # above let a check that is off by one at its edge pass
+    ("algo.minibatches", 257), ("algo.train_horizon", 101), ("algo.dynamic_sampling.keep_range", [0.5, 0.5]),
+    ("loggers", ["tensorboard", "tensorboard"]),
 ]  # fmt: skip
 
 
@@ -402,12 +407,37 @@ GOOD_TRAIN = [
     "env.horizon=1 algo.train_horizon=null", "env.horizon=1000", "iterations=1000000000",
     "max_env_steps=1000000000000", "eval_every=1000000", "target_success=1", "seed=0", "seed=4294967295",
     "algo.dynamic_sampling.max_rounds=100", "policy.bins=2",
+    # each at its edge in the default job: 256 trajectories, a 100-step horizon, 32 groups, 10 demos
+    "algo.train_horizon=100", "algo.lr_schedule=adaptive algo.lr=1e-3 algo.lr_range=[1e-3,1e-3]",
+    "demos.max_attempts=10", "policy.init_std=0.5 policy.max_std=0.5", "algo.start_replay.fraction=0.03125",
+    "pretrain=true seed=999",
 ]  # fmt: skip
 
 
 @pytest.mark.parametrize("override", GOOD_TRAIN)
 def test_a_good_edge_value_passes(override):
     validate(compose_train_config(*override.split()))
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["policy.init_std=0.5", "policy.max_std=null", "algo.std_anneal.final=0.5"],
+     "algo.std_anneal.final=0.5 is invalid: must be below policy.init_std=0.5"),
+    (["pretrain=true", "seed=1000"], "seed=1000 is invalid with pretrain=true and demos.seed=null"),
+    # 4,096 Gymnasium worlds at most (4,096 themselves need more memory than this machine's check allows)
+    (["env=gym", "env.id=grpo_robot/Reach-v1", "algo.train_horizon=null", "algo.groups_per_iter=2049",
+      "algo.group_size=2"], "= 4,098 Gymnasium worlds"),
+])  # fmt: skip
+def test_one_past_an_edge_is_refused(overrides, message):
+    """The edges the far values above never reach: each check refuses the first value past it."""
+    with pytest.raises(ConfigError, match=re.escape(message)) as err:
+        validate(compose_train_config(*overrides))
+    assert "\n" not in str(err.value)
+
+
+def test_a_gymnasium_env_takes_no_mujoco_thread_count():
+    gym = compose_train_config("env=gym", "env.id=grpo_robot/Reach-v1", "algo.train_horizon=null")
+    with pytest.raises(ConfigError, match=r"^env\.nthread=2 is invalid: is for built-in tasks"):
+        validate(replaced(gym, "env.nthread", 2))
 
 
 @pytest.mark.parametrize(
@@ -536,6 +566,9 @@ def test_the_other_commands_accept_their_edge_values(tmp_path):
     (tmp_path / "x.pt").write_bytes(b"")  # read once the config passes
     validate_eval(compose("evaluate", f"checkpoint={tmp_path / 'x.pt'}", "n_seeds=1", "seed=0"))
     validate_eval(compose("evaluate", f"checkpoint={tmp_path / 'x.pt'}", "n_seeds=500000000"))  # half the range
+    validate_eval(compose("evaluate", f"checkpoint={tmp_path / 'x.pt'}", "n_seeds=4", "video=4"))  # films each seed
+    with pytest.raises(ConfigError, match=r"^video=5 is invalid: must be at most n_seeds=4"):
+        validate_eval(compose("evaluate", f"checkpoint={tmp_path / 'x.pt'}", "n_seeds=4", "video=5"))
     # a sweep's missing checkpoint is refused before its first job (it stopped the sweep at its own job)
     with pytest.raises(ConfigError, match=f"checkpoint='{tmp_path}' is invalid: no checkpoint at {tmp_path}/check"):
         validate_eval(compose("evaluate", f"checkpoint={tmp_path}"))
