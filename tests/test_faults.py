@@ -617,3 +617,38 @@ def test_a_resumed_runs_last_line_gives_the_runs_seconds_beside_the_runs_counts(
     line = next(line for line in out.stdout.splitlines() if line.startswith("trained "))
     assert line == (f"trained 3 iterations, {summary['env_steps']:,} env steps in {summary['seconds_total']:.0f} s "
                     f"({summary['seconds']:.0f} s in this process)"), line  # fmt: skip
+
+
+def test_the_signal_guards_rules_in_this_process():
+    """`SignalGuard`'s rules, one signal at a time in this process (the tests above see only where
+    whole runs end): a first signal outside an abandonable stretch is recorded and raises nothing;
+    one inside it, or the second anywhere, raises `Interrupted`; a stretch entered after a signal
+    is abandoned at once; a stretch that ended takes a first signal as recorded only; once the run
+    is stopping, nothing raises and the handlers go back to the default."""
+    from grpo_robot.signals import Interrupted, SignalGuard
+
+    with SignalGuard() as guard:
+        signal.raise_signal(signal.SIGTERM)  # outside a stretch: recorded
+        assert (guard.received, guard.count, guard.name) == (signal.SIGTERM, 1, "SIGTERM")
+        with pytest.raises(Interrupted), guard.abandonable():  # entered after a signal: at once
+            raise AssertionError("the stretch ran")
+        with pytest.raises(Interrupted) as second:
+            signal.raise_signal(signal.SIGINT)
+        assert second.value.signum == signal.SIGINT and guard.count == 2
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_DFL  # a third ends the process
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back on exit
+    with SignalGuard() as guard:
+        with guard.abandonable():
+            pass
+        signal.raise_signal(signal.SIGINT)  # after the stretch ended: recorded only
+        assert guard.received == signal.SIGINT
+        with pytest.raises(Interrupted), guard.abandonable():
+            pass
+    with SignalGuard() as guard, pytest.raises(Interrupted) as inside, guard.abandonable():
+        signal.raise_signal(signal.SIGTERM)  # inside a stretch: the first one abandons it
+        raise AssertionError("the signal did not abandon the stretch")
+    assert inside.value.signum == signal.SIGTERM
+    with SignalGuard() as guard:
+        guard.stopping()
+        signal.raise_signal(signal.SIGTERM)  # saving: not interrupted, and the next one is not caught
+        assert guard.received == signal.SIGTERM and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
