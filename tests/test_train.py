@@ -747,6 +747,93 @@ def test_an_epoch_takes_exactly_the_minibatches_asked_for(minibatches):
     assert [s["step"].item() for s in learner.optimizer.state_dict()["state"].values()] == [2.0 * minibatches] * 5
 
 
+def _learner(success: list[int], **algo):
+    """A `Learner` on `_four_groups(success)` -> (learner, batch, advantages)."""
+    from grpo_robot.update import GroupAdvantages, Learner
+
+    batch, policy = _four_groups(success)
+    cfg = AlgoConfig(group_size=4, groups_per_iter=4, **{"epochs": 1, "minibatches": 1, **algo})
+    learner = Learner(policy, cfg, batch.obs.shape[0], 10, 0, torch.device("cpu"))
+    return learner, batch, GroupAdvantages(cfg).advantages(batch, policy)[0]
+
+
+def test_the_adaptive_rate_holds_between_half_and_twice_the_desired_kl():
+    """The adaptive schedule's dead zone: the rate moves by 1.5x only when the update's KL leaves
+    [desired_kl / 2, 2 x desired_kl] (the run-level test sees only KLs far outside it)."""
+    learner, _, _ = _learner([1, 0] * 8, lr=1e-3, lr_schedule="adaptive", desired_kl=0.01, lr_range=[1e-5, 0.1])
+    after = {}
+    for kl in (0.0049, 0.0051, 0.015, 0.0199, 0.0201):
+        learner._set_lr(1e-3)
+        learner._adapt_lr(kl)
+        after[kl] = learner.optimizer.param_groups[0]["lr"]
+    assert after == pytest.approx({0.0049: 1.5e-3, 0.0051: 1e-3, 0.015: 1e-3, 0.0199: 1e-3, 0.0201: 1e-3 / 1.5})
+
+
+def test_the_adaptive_rate_follows_the_last_epochs_kl_alone(monkeypatch):
+    """The KL that adapts the rate is the mean over the last epoch's steps, the policy's distance
+    from the rollout policy once the update is done, not the mean over every epoch."""
+    learner, batch, advantages = _learner([1, 0] * 8, epochs=2, lr=1e-3, lr_schedule="adaptive", desired_kl=0.01)
+    loss, calls = learner.policy_loss, []
+
+    def reported(*args):  # the first epoch's step reports no KL, the second 3 x desired_kl (mean: 1.5 x)
+        value, metrics = loss(*args)
+        calls.append(1)
+        return value, {**metrics, "approx_kl": torch.tensor(0.0 if len(calls) == 1 else 0.03)}
+
+    monkeypatch.setattr(learner, "policy_loss", reported)
+    metrics = learner.update(batch, advantages, 0)
+    assert len(calls) == 2 and metrics["approx_kl"] == pytest.approx(0.015)
+    assert learner.optimizer.param_groups[0]["lr"] == pytest.approx(1e-3 / 1.5)
+
+
+def test_a_good_step_clears_the_count_of_skipped_steps_in_a_row():
+    learner, batch, advantages = _learner([1, 0] * 8)
+    learner.skipped_in_a_row = 2  # two non-finite steps before this update
+    assert learner.update(batch, advantages, 0)["skipped_fraction"] == 0.0 and learner.skipped_in_a_row == 0
+
+
+def test_max_grad_norm_null_clips_nothing(monkeypatch):
+    norms = []
+    clip = torch.nn.utils.clip_grad_norm_
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", lambda params, max_norm: norms.append(max_norm) or clip(
+        params, max_norm))  # fmt: skip
+    for value, expected in ((None, math.inf), (0.5, 0.5)):
+        learner, batch, advantages = _learner([1, 0] * 8, max_grad_norm=value, epochs=2)
+        norms.clear()
+        learner.update(batch, advantages, 0)
+        assert norms == [expected, expected]
+
+
+def test_a_kl_penalty_scores_every_step_zero_advantage_or_not(monkeypatch):
+    """With algo.kl.beta > 0 the penalty pulls every step toward the reference, so the update's
+    pass covers the steps of unmixed groups (zero advantage) too; without it, the moved ones."""
+    rows = {}
+    for beta in (0.05, 0.0):
+        learner, batch, advantages = _learner([1, 0, 0, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 1, 0, 0],
+                                              kl=KLConfig(beta=beta))  # groups 2 and 3 unmixed  # fmt: skip
+        log_probs = learner.policy.log_probs
+        monkeypatch.setattr(learner.policy, "log_probs", lambda obs, raw, f=log_probs, b=beta: rows.setdefault(
+            b, len(obs)) and f(obs, raw))  # fmt: skip
+        learner.update(batch, advantages, 0)
+    mask = batch.mask  # groups 0 and 3 mixed: trajectories 0-3 and 12-15
+    assert rows == {0.05: int(mask.sum()), 0.0: int(mask[:, :4].sum() + mask[:, 12:].sum())}
+
+
+def test_standardizing_a_one_step_minibatch_leaves_its_advantage_as_it_is():
+    """`algo.normalize_advantages` over a minibatch of one step (a 1-step trajectory alone in its
+    minibatch): its std is undefined, so the advantage is kept; it made a NaN loss, a skipped step."""
+    from grpo_robot.update import Learner
+
+    batch, policy = _four_groups([1, 0] * 8)
+    lengths = torch.tensor([1] + [5] * 15)
+    batch = Batch(batch.obs, batch.raw, batch.logp, torch.arange(12)[:, None] < lengths[None], batch.success,
+                  batch.failed)  # fmt: skip
+    cfg = AlgoConfig(group_size=4, groups_per_iter=4, epochs=1, minibatches=16, normalize_advantages=True)
+    learner = Learner(policy, cfg, batch.obs.shape[0], 10, 0, torch.device("cpu"))
+    advantages = torch.ones(int(lengths.sum()))
+    assert learner.update(batch, advantages, 0)["skipped_fraction"] == 0.0
+
+
 def test_an_update_with_no_mixed_group_moves_only_the_std_as_the_full_pass_does():
     """Every group failed: the entropy bonus is the whole loss. Without any forward pass the network
     gets the zero gradient the full pass gives it (so Adam's step count and moments are the same),
