@@ -354,6 +354,8 @@ def test_the_interval_across_checkpoints_covers_its_95_percent_with_few_of_them(
     assert mean_rate_interval([0.5, 0.7], 120, 200) == (0.0, 1.0)  # two rates tell little
     low, high = mean_rate_interval([0.0, 0.0, 0.0], 0, 300)  # equal rates: the episodes' own noise remains
     assert low == 0.0 and high == pytest.approx(wilson_interval(0, 300)[1]) and high > 0.01
+    # equal rates inside (0, 1): the Wilson interval of the pooled episodes on both sides
+    assert mean_rate_interval([0.5, 0.5, 0.5], 150, 300) == pytest.approx((0.44378, 0.55622), abs=1e-5)
     low, high = mean_rate_interval([0.2, 0.3, 0.4, 0.5, 0.6], 400, 1000)
     assert (low, high) == pytest.approx((0.4 - 2.776 * 0.158114 / 5**0.5, 0.4 + 2.776 * 0.158114 / 5**0.5), abs=1e-5)
     rng = np.random.default_rng(0)

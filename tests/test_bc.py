@@ -717,3 +717,16 @@ def test_cloning_stops_patience_checks_after_its_best():
     _, result = clone(data, PolicyConfig(type="gaussian", hidden_sizes=[16]), cfg)
     assert result.steps < 400 and result.steps == result.best_step + 30
     assert len(result.val_action_mse) == result.steps // 10
+
+
+def test_an_evaluation_leaves_the_policys_mode_as_it_found_it_and_names_its_noise_only_when_sampled():
+    from grpo_robot.policies.gaussian import GaussianPolicy
+
+    env = BatchedEnv("Reach", 4)
+    policy = GaussianPolicy(env.obs_dim, env.action_dim, hidden_sizes=[8])
+    for training in (True, False):
+        policy.train(training)
+        result = evaluate(env, policy, eval_seeds(6), torch.device("cpu"), noise_seed=7)  # deterministic
+        assert policy.training is training and result.noise_seed is None and len(result.success) == 6
+    sampled = evaluate(env, policy, eval_seeds(6), torch.device("cpu"), deterministic=False, noise_seed=7)
+    assert sampled.noise_seed == 7 and policy.training is False

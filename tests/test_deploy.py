@@ -86,6 +86,7 @@ def test_a_built_in_task_runs_at_the_version_and_horizon_it_trained_on(runs):
     policy = load_policy(runs / "reach" / "checkpoints" / "last.pt")
     env = policy.make_env()
     assert env.spec.id == "grpo_robot/Reach-v1" and env.unwrapped.horizon == 20
+    assert env.spec.kwargs["terminate_on_success"] is True  # trained on the first success: its episodes end there
     batched = BatchedEnv("Reach-v1", 1, nthread=1, horizon=20)
     try:
         for seed in (5, 6):
@@ -110,6 +111,10 @@ def test_a_built_in_task_runs_at_the_version_and_horizon_it_trained_on(runs):
     ckpt["env_identity"]["version"] = 0
     old = TrainedPolicy(ckpt, runs / "old.pt").make_env()
     assert old.spec.id == "grpo_robot/Reach-v0"
+    ckpt["config"]["env"]["outcome"] = "final_step"  # judged at its last step: it steps on past a success
+    final = TrainedPolicy(ckpt, runs / "old.pt").make_env()
+    assert final.spec.kwargs["terminate_on_success"] is False
+    final.close()
     with pytest.raises(ValueError) as err:  # the current version's policy is refused on it
         policy.check_env(old)
     assert str(err.value) == f"{policy.path} was trained on Reach-v1; the env is Reach-v0"
@@ -165,6 +170,16 @@ def test_what_does_not_fit_is_one_line(runs):
         load_policy(runs / "dict", env=OtherBounds(DictPointReach()))
     assert str(err.value) == (f"{where} was trained on action bounds low=[-2, -2] high=[2, 2]; the env's are "
                               "low=[-1, -1] high=[1, 1]")  # fmt: skip
+
+    class MoreActions(gymnasium.Wrapper):  # observes as trained, acts with one value more
+        def __init__(self, env):
+            super().__init__(env)
+            self.action_space = gymnasium.spaces.Box(-2.0, 2.0, (3,), np.float32)
+
+    with pytest.raises(ValueError) as err:
+        load_policy(runs / "dict", env=MoreActions(DictPointReach()))
+    assert str(err.value) == (f"{where} takes 4 observation values and gives 2 actions; the env observes 4 and "
+                              "acts with 3")  # fmt: skip
     # one world's spaces of a vector env; a batch to act() as it returns it
     vec = gymnasium.vector.SyncVectorEnv([DictPointReach, DictPointReach, DictPointReach])
     batched = load_policy(runs / "dict" / "checkpoints", env=vec)  # the run's checkpoints folder: its last.pt

@@ -652,3 +652,16 @@ def test_the_signal_guards_rules_in_this_process():
         guard.stopping()
         signal.raise_signal(signal.SIGTERM)  # saving: not interrupted, and the next one is not caught
         assert guard.received == signal.SIGTERM and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_a_sweep_directory_holds_runs_where_its_jobs_left_them_not_in_hidden_folders(tmp_path):
+    """`rundir.runs_under`, which refuses a multirun into a sweep directory that holds runs: a job's
+    summary or checkpoint, at any depth (a swept value with a `/` nests its folder), counts; one
+    under a hidden folder (a `.trash`, Hydra's `.hydra`) does not."""
+    sweep = tmp_path / "sweep"
+    (sweep / ".trash" / "x").mkdir(parents=True)
+    (sweep / ".trash" / "x" / "summary.json").write_text("{}")
+    assert rundir.runs_under(sweep) is None
+    (sweep / "init_from=a" / "b" / "checkpoints").mkdir(parents=True)
+    (sweep / "init_from=a" / "b" / "checkpoints" / "last.pt").write_bytes(b"")
+    assert rundir.runs_under(sweep) == str(Path("init_from=a") / "b" / "checkpoints" / "last.pt")

@@ -702,3 +702,16 @@ def test_config_dir_searches_a_preset_of_your_own_as_train_py_finds_it(tmp_path)
     code, _, err = run_cli(str(both), "--config-dir", str(tmp_path / "mine"), "--out", str(tmp_path / "o"))
     assert code == 2 and len(err.strip().splitlines()) == 1 and "give one of them" in err, err
     assert not (tmp_path / "o").exists()
+
+
+def test_a_bad_trial_count_or_a_study_db_of_another_kind_is_one_line(tmp_path):
+    space = tmp_path / "space.yaml"
+    space.write_text(TINY)
+    code, _, err = run_cli(str(space), "--out", str(tmp_path / "a"), "--trials", "0")
+    assert (code, err.strip()) == (2, "error: --trials=0 is invalid: must be >= 1")
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "study.db").write_bytes(b"not a database")
+    code, _, err = run_cli(str(space), "--out", str(tmp_path / "b"), "--trials", "1")
+    assert (code, err.strip()) == (2, f"error: --out={tmp_path / 'b'}: its study.db is not an SQLite database "
+                                      "(a study's)")  # fmt: skip
+    assert (tmp_path / "b" / "study.db").read_bytes() == b"not a database" and not (tmp_path / "a").exists()
