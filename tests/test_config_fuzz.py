@@ -646,6 +646,23 @@ def test_memory_is_estimated_before_anything_is_allocated():
             check_memory(huge)  # fmt: skip
 
 
+def test_memory_is_refused_just_past_its_share_of_what_is_available(monkeypatch):
+    """At most MEMORY_FRACTION (80%) of the memory available now: an iteration that needs 1% less
+    than that share passes, 1% more is refused (far values alone let a wrong fraction pass)."""
+    from grpo_robot import machine
+    from grpo_robot.config.validate import MEMORY_FRACTION
+
+    cfg = compose_train_config("eval_seeds=0")
+    need = estimate_memory(cfg).total
+    for margin, refused in ((1.01, False), (0.99, True)):
+        monkeypatch.setattr(machine, "available_memory", lambda m=margin: need / MEMORY_FRACTION * m)
+        if refused:
+            with pytest.raises(ConfigError, match="is too large for this machine: one iteration needs"):
+                check_memory(cfg)
+        else:
+            check_memory(cfg)
+
+
 @pytest.mark.parametrize("name", sorted(p.stem for p in (Path(CONF_DIR) / "algo").glob("*.yaml")))
 def test_an_algo_on_the_command_line_replaces_the_default_jobs(name):
     """The default job's tuned values live in its algo preset, so `algo=<name>` gets exactly that
