@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from grpo_robot.config import EnvConfig
+from grpo_robot.config.schema import ROBOSUITE_ENTRY_POINT
 from grpo_robot.demos import DatasetError, DemoDataset, check_finite, one_line
 
 log = logging.getLogger(__name__)
@@ -341,6 +342,7 @@ def _robomimic(f: Any, main: Path, cfg: EnvConfig, env: Any, filter_key: str | N
     if "env_args" in data.attrs:
         args = _json_attr(data.attrs["env_args"], f"{where}: data.attrs['env_args']")
         kwargs = dict(args.get("env_kwargs") or {})
+        _check_controller(kwargs, cfg, where)
         # robomimic records the robosuite env's own kwargs: of those, the ones the adapter takes by the same name and
         # meaning (control_freq: a demo recorded at another rate replays as other motions)
         recorded = {k: v for k, v in kwargs.items() if k in ("robots", "control_freq")}
@@ -350,6 +352,32 @@ def _robomimic(f: Any, main: Path, cfg: EnvConfig, env: Any, filter_key: str | N
     mine = _config_ident(cfg)
     ident = {**{k: v for k, v in mine.items() if k in ("id", "entry_point")}, **ident}  # the env_name decides
     return _dataset(episodes, ident, env, f"robomimic {main.name}", where)
+
+
+def _check_controller(recorded: dict[str, Any], cfg: EnvConfig, where: str) -> None:
+    """A robomimic file's demos act through the arm controller its `env_kwargs.controller_configs`
+    records (robomimic's datasets: OSC_POSE, deltas; some convert them to absolute targets): under
+    another one (a joint controller, absolute against delta) the same numbers are other motions,
+    often of the same size, so nothing else would refuse them. Checked for this project's robosuite
+    adapter, where the config's `controller` (or `controller_configs`) says what the env runs."""
+    if recorded.get("controller_configs") is None or cfg.entry_point != ROBOSUITE_ENTRY_POINT:
+        return
+    from grpo_robot.envs.robosuite_env import arm_controllers
+
+    theirs = arm_controllers({"robots": recorded.get("robots", cfg.kwargs.get("robots", "Panda")),
+                              "controller_configs": recorded["controller_configs"]})  # fmt: skip
+    mine = arm_controllers(dict(cfg.kwargs))
+    if theirs is None or mine is None or theirs == mine:
+        return
+
+    def said(arms: list[dict[str, str]]) -> str:
+        return "; ".join(", ".join(f"{arm} arm {kind}" for arm, kind in robot.items()) for robot in arms)
+
+    setting = next((f"kwargs.{k}={cfg.kwargs[k]!r}" for k in ("controller_configs", "controller")
+                    if cfg.kwargs.get(k) is not None), "the robot's default controller")  # fmt: skip
+    raise DatasetError(f"{where}: its demos were recorded with {said(theirs)}, and the env runs {said(mine)}, "
+                       f"from {setting}: their actions would replay as other motions; give the env the dataset's "
+                       "controller (env.kwargs.controller=<name or .json>, or env.kwargs.controller_configs)")
 
 
 def _config_ident(cfg: EnvConfig) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 sources, the ecosystem's dataset formats, and the pipeline on an env the project does not ship."""
 
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -415,6 +416,50 @@ def test_a_robomimic_file_recorded_at_another_control_rate_is_refused(tmp_path):
     at_10hz = load_demos(copy, replace(cfg, kwargs={**kwargs, "control_freq": 10}), env)
     assert at_10hz.env["kwargs"]["control_freq"] == 10 and at_10hz.actions.shape[1] == 7
     assert load_demos(ROBOMIMIC, cfg, env).env["kwargs"]["control_freq"] == 20  # the fixture's rate, the default
+
+
+def test_a_robomimic_file_recorded_under_another_arm_controller_is_refused(tmp_path):
+    """robomimic records the controller its demos acted through (`env_kwargs.controller_configs`,
+    robosuite 1.4's arm-part config or 1.5's composite one): OSC_POSE deltas, 7 numbers a step, are
+    other motions under absolute OSC_POSE targets or a joint controller of the same size, and the
+    action size alone let them through."""
+    import shutil
+
+    keys = ["object-state", "robot0_eef_pos", "robot0_eef_quat", "robot0_gripper_qpos"]
+    env = type("Env", (), {"obs_dim": 19, "action_dim": 7, "obs_keys": keys, "action_low": -np.ones(7),
+                           "action_high": np.ones(7), "name": "Lift"})()  # fmt: skip
+    cfg = EnvConfig(task=None, entry_point="grpo_robot.envs.robosuite_env:RobosuiteEnv", horizon=50,
+                    kwargs={"env_name": "Lift", "robots": "Panda", "controller": None, "obs_keys": keys})
+
+    def recorded(name: str, controller: dict) -> Path:
+        copy = tmp_path / f"{name}.hdf5"
+        shutil.copy(ROBOMIMIC, copy)
+        with h5py.File(copy, "r+") as f:
+            args = json.loads(f["data"].attrs["env_args"])
+            args["env_kwargs"]["controller_configs"] = controller
+            f["data"].attrs["env_args"] = json.dumps(args)
+        return copy
+
+    osc = {"type": "OSC_POSE", "input_max": 1, "input_min": -1, "kp": 150, "control_delta": True}  # robosuite 1.4
+    assert load_demos(recorded("osc_delta", osc), cfg, env).actions.shape[1] == 7  # the Panda's default
+    composite = {"type": "BASIC", "body_parts": {"arms": {"right": {"type": "OSC_POSE", "input_type": "delta"}}}}
+    assert load_demos(recorded("osc_delta_15", composite), cfg, env).actions.shape[1] == 7  # robosuite 1.5
+    absolute = recorded("osc_absolute", {**osc, "control_delta": False})
+    with pytest.raises(DatasetError) as err:
+        load_demos(absolute, cfg, env)
+    assert str(err.value) == (
+        f"demos.path={absolute}: its demos were recorded with right arm OSC_POSE (absolute actions), and the env runs "
+        "right arm OSC_POSE (delta actions), from the robot's default controller: their actions would replay as "
+        "other motions; give the env the dataset's controller (env.kwargs.controller=<name or .json>, or "
+        "env.kwargs.controller_configs)")  # fmt: skip
+    joints = recorded("joints", {"type": "BASIC", "body_parts": {"arms": {"right": {"type": "JOINT_POSITION"}}}})
+    with pytest.raises(DatasetError, match=re.escape("recorded with right arm JOINT_POSITION (delta actions), and the "
+                                                     "env runs right arm OSC_POSE (delta actions), from the robot's")):
+        load_demos(joints, cfg, env)
+    under_joints = replace(cfg, kwargs={**cfg.kwargs, "controller": "joint_position"})
+    with pytest.raises(DatasetError, match=re.escape("the env runs right arm JOINT_POSITION (delta actions), from "
+                                                     "kwargs.controller='joint_position':")):  # fmt: skip
+        load_demos(recorded("osc_delta", osc), under_joints, env)
 
 
 def test_a_robomimic_filter_key_picks_the_demos_its_mask_lists(tmp_path, caplog):
