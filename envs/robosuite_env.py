@@ -93,6 +93,44 @@ def _controller_configs(controller: str, robots: list[str]) -> list[dict]:
     raise _unknown("controller", controller, [*composite.values(), *parts.values()])
 
 
+def arm_controllers(kwargs: dict[str, Any]) -> list[dict[str, str]] | None:
+    """What each robot's arms run under robosuite env kwargs: per robot, `{arm: "OSC_POSE (delta actions)"}`
+    (the arm-part controller's type, and whether its actions are deltas or absolute targets). The
+    kwargs are a robosuite env's own (`controller_configs`: a composite config of robosuite 1.5, or
+    the arm-part config of robosuite 1.4 and earlier, which robomimic's datasets record), or this
+    adapter's (`controller`: a name or a .json path), or neither (each robot's default). None where
+    a robot is not one robosuite knows."""
+    robots = kwargs.get("robots", "Panda")
+    robots = [robots] if isinstance(robots, str) else list(robots)
+    if any(r not in REGISTERED_ROBOTS for r in robots):
+        return None
+    configs = kwargs.get("controller_configs")
+    if configs is None:
+        controller = kwargs.get("controller")
+        configs = (_controller_configs(controller, robots) if controller else
+                   [robosuite.load_composite_controller_config(controller=None, robot=r) for r in robots])  # fmt: skip
+    if isinstance(configs, dict):
+        configs = [configs] * len(robots)
+    out = []
+    for robot, config in zip(robots, configs, strict=False):
+        arms = REGISTERED_ROBOTS[robot].arms
+        parts = config.get("body_parts")
+        if parts is None:  # robosuite <= 1.4: one arm-part controller, on every arm
+            per_arm = {arm: config for arm in arms}
+        else:
+            parts = parts.get("arms", parts)  # a composite config as written, or as robosuite expands it
+            per_arm = {arm: parts[arm] for arm in arms if isinstance(parts.get(arm), dict)}
+        out.append({arm: f"{str(c.get('type')).upper()} ({_input_type(c)} actions)" for arm, c in per_arm.items()})
+    return out
+
+
+def _input_type(part: dict[str, Any]) -> str:
+    """"delta" or "absolute": robosuite 1.5's `input_type`, or 1.4's `control_delta`."""
+    if "input_type" in part:
+        return str(part["input_type"])
+    return "delta" if part.get("control_delta", True) else "absolute"
+
+
 def _random_generators(root: Any) -> list[np.random.Generator | np.random.RandomState]:
     """Every numpy generator reachable from `root` through robosuite objects (instances of
     robosuite classes or their subclasses), dicts, lists and tuples, each once, in a

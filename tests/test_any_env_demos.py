@@ -373,8 +373,17 @@ def test_a_minari_dataset_fits_its_envs_entry_point_and_is_refused_when_recorded
         load_demos(copy, cfg, env)
 
 
+LIFT_KEYS = ["object-state", "robot0_eef_pos", "robot0_eef_quat", "robot0_gripper_qpos"]  # the fixture's
+
+
+def lift_stand_in(name: str = "Lift") -> object:
+    """What loading a dataset reads of robosuite Lift's env (sizes, keys, bounds), without building it."""
+    return type("Env", (), {"obs_dim": 19, "action_dim": 7, "obs_keys": LIFT_KEYS, "action_low": -np.ones(7),
+                            "action_high": np.ones(7), "name": name})()  # fmt: skip
+
+
 def test_a_robomimic_layout_file_loads_for_robosuite_lift():
-    keys = ["object-state", "robot0_eef_pos", "robot0_eef_quat", "robot0_gripper_qpos"]
+    keys = LIFT_KEYS
     kwargs = {"env_name": "Lift", "robots": "Panda", "controller": None, "obs_keys": keys}
     cfg = EnvConfig(task=None, entry_point="grpo_robot.envs.robosuite_env:RobosuiteEnv", kwargs=kwargs, horizon=50)
     env = GymGroupEnv(cfg, 1)
@@ -389,9 +398,7 @@ def test_a_robomimic_layout_file_loads_for_robosuite_lift():
     env.close()
     other = replace(cfg, kwargs={**kwargs, "env_name": "Stack"})
     with pytest.raises(ValueError, match=r"for .*env_name=Lift.* the config has .*env_name=Stack.*in kwargs.env_name"):
-        load_demos(ROBOMIMIC, other, type("Env", (), {"obs_dim": 19, "action_dim": 7, "obs_keys": keys,
-                                                      "action_low": -np.ones(7), "action_high": np.ones(7),
-                                                      "name": "Stack"})())  # fmt: skip
+        load_demos(ROBOMIMIC, other, lift_stand_in("Stack"))
 
 
 def test_a_robomimic_file_recorded_at_another_control_rate_is_refused(tmp_path):
@@ -399,9 +406,7 @@ def test_a_robomimic_file_recorded_at_another_control_rate_is_refused(tmp_path):
     at 10 Hz loaded for an env at robosuite's 20 Hz, where its actions replay as other motions."""
     import shutil
 
-    keys = ["object-state", "robot0_eef_pos", "robot0_eef_quat", "robot0_gripper_qpos"]
-    env = type("Env", (), {"obs_dim": 19, "action_dim": 7, "obs_keys": keys, "action_low": -np.ones(7),
-                           "action_high": np.ones(7), "name": "Lift"})()  # fmt: skip
+    keys, env = LIFT_KEYS, lift_stand_in()
     copy = tmp_path / "lift_10hz.hdf5"
     shutil.copy(ROBOMIMIC, copy)
     with h5py.File(copy, "r+") as f:
@@ -425,9 +430,7 @@ def test_a_robomimic_file_recorded_under_another_arm_controller_is_refused(tmp_p
     action size alone let them through."""
     import shutil
 
-    keys = ["object-state", "robot0_eef_pos", "robot0_eef_quat", "robot0_gripper_qpos"]
-    env = type("Env", (), {"obs_dim": 19, "action_dim": 7, "obs_keys": keys, "action_low": -np.ones(7),
-                           "action_high": np.ones(7), "name": "Lift"})()  # fmt: skip
+    keys, env = LIFT_KEYS, lift_stand_in()
     cfg = EnvConfig(task=None, entry_point="grpo_robot.envs.robosuite_env:RobosuiteEnv", horizon=50,
                     kwargs={"env_name": "Lift", "robots": "Panda", "controller": None, "obs_keys": keys})
 
