@@ -5,8 +5,8 @@ copies of it. Three ways to copy, tried in this order (the first that proves fai
 
 - `state`: the env's own `get_state() -> state` and `set_state(state)` (on the env, a wrapper, or
   the unwrapped env). The most reliable when an env has them: its author says what its state is.
-- `mujoco`: for an env that holds a `mujoco.MjModel` / `mujoco.MjData` (Gymnasium's MuJoCo envs,
-  Gymnasium-Robotics, robosuite through its `sim`): the full integration state (`mj_getState`
+- `mujoco`: for an env that holds a `mujoco.MjModel` / `mujoco.MjData` among its attributes or
+  theirs (Gymnasium's MuJoCo envs, Gymnasium-Robotics): the full integration state (`mj_getState`
   with `mjSTATE_INTEGRATION`: time, qpos, qvel, actuator activations, mocap poses, controls,
   applied forces, user data, warm start), then `mj_forward`, together with the Python-side task
   state: every attribute of the unwrapped env that is plain data (numbers, strings, numpy arrays
@@ -70,7 +70,10 @@ def state_api(env: gymnasium.Env) -> Any | None:
 
 def mujoco_handles(env: gymnasium.Env) -> tuple[mujoco.MjModel, mujoco.MjData] | None:
     """The `(MjModel, MjData)` the unwrapped env simulates with, looked for among its attributes
-    and their attributes (robosuite keeps them in `sim.model._model`, `sim.data._data`)."""
+    and theirs, three deep. Not robosuite's, one level further (`robosuite_env.sim.model._model`),
+    on purpose: its controllers and observables keep state outside `MjData`, so a copy of the
+    physics alone steps apart from the original from its first step, even right after a reset
+    (`tests/test_robosuite_env.py`); the adapter seeds robosuite's resets and needs no copy."""
     found: dict[type, Any] = {}
 
     def visit(obj: Any, depth: int) -> None:

@@ -203,3 +203,26 @@ def test_lift_preset_trains_and_checkpoints(tmp_path):
     ckpt = torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=True)
     assert ckpt["iteration"] == 2 and ckpt["policy"]["action_dim"] == 7
     assert ckpt["config"]["env"]["kwargs"] == {"env_name": "Lift", "robots": "Panda", "controller": None}
+
+
+def test_a_copy_of_the_physics_alone_is_no_copy_of_a_robosuite_env(lift):
+    """Why `group_start=clone` does not offer its `mujoco` method for robosuite (grpo_robot/env_state.py):
+    the integration state copied into another env right after reset, both then given the same
+    action, already observe apart at the first step (robosuite's controllers and observables keep
+    state outside MjData). The adapter seeds its resets instead."""
+    from grpo_robot import env_state
+
+    assert env_state.applicable(lift) == ["deepcopy"]
+    other = RobosuiteEnv("Lift", robots="Panda", horizon=HORIZON)
+    try:
+        lift.reset(seed=3)
+        other.reset(seed=50)
+        sim = other.robosuite_env.sim
+        mujoco.mj_setState(sim.model._model, sim.data._data, sim_state(lift), STATE)
+        mujoco.mj_forward(sim.model._model, sim.data._data)
+        np.testing.assert_array_equal(sim_state(other), sim_state(lift))
+        action = np.full(lift.action_space.shape, 0.5)
+        a, b = lift.step(action)[0], other.step(action)[0]
+        assert max(float(np.abs(a[k] - b[k]).max()) for k in a) > 1e-3
+    finally:
+        other.close()
