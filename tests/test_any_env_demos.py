@@ -459,6 +459,11 @@ def test_a_robomimic_file_recorded_under_another_arm_controller_is_refused(tmp_p
     with pytest.raises(DatasetError, match=re.escape("recorded with right arm JOINT_POSITION (delta actions), and the "
                                                      "env runs right arm OSC_POSE (delta actions), from the robot's")):
         load_demos(joints, cfg, env)
+    from grpo_robot.envs.robosuite_env import arm_controllers
+
+    two = {"robots": ["Panda", "Panda"], "controller_configs": {**osc, "control_delta": False}}  # one config for both
+    assert arm_controllers(two) == [{"right": "OSC_POSE (absolute actions)"}] * 2
+    assert arm_controllers({"robots": "NoSuchRobot"}) is None  # nothing known to compare: not refused for it
     under_joints = replace(cfg, kwargs={**cfg.kwargs, "controller": "joint_position"})
     with pytest.raises(DatasetError, match=re.escape("the env runs right arm JOINT_POSITION (delta actions), from "
                                                      "kwargs.controller='joint_position':")):  # fmt: skip

@@ -324,7 +324,12 @@ def test_a_resume_reads_its_checkpoint_once(tmp_path, monkeypatch):
     assert cli._resume_checkpoint(str(run_dir)) is first and len(reads) == 2  # the run let its copy go
     shutil.copy(last, tmp_path / "copy.pt")
     os.replace(tmp_path / "copy.pt", last)  # the same bytes, another file
-    assert cli._resume_checkpoint(str(run_dir)) is not first and len(reads) == 3
+    second = cli._resume_checkpoint(str(run_dir))
+    assert second is not first and len(reads) == 3
+    last.write_bytes(last.read_bytes())  # rewritten in place: the same inode and size (a freed inode comes back)
+    stat = last.stat()
+    os.utime(last, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    assert cli._resume_checkpoint(str(run_dir)) is not second and len(reads) == 4
     cli._resumed.clear()
 
 

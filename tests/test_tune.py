@@ -697,10 +697,12 @@ def test_config_dir_searches_a_preset_of_your_own_as_train_py_finds_it(tmp_path)
     code, _, err = run_cli(str(space_file), "-cd", str(tmp_path / "nowhere"), "--out", str(tmp_path / "o"))
     assert code == 2 and err.strip() == (f"error: --config-dir={tmp_path / 'nowhere'} is invalid: must be a "
                                          "directory of config groups (e.g. experiment/<name>.yaml)"), err
-    both = tmp_path / "both.yaml"
-    both.write_text(TINY.replace('"algo.group_size=4", ', f'"hydra.searchpath=[file://{tmp_path / "mine"}]", '))
-    code, _, err = run_cli(str(both), "--config-dir", str(tmp_path / "mine"), "--out", str(tmp_path / "o"))
-    assert code == 2 and len(err.strip().splitlines()) == 1 and "give one of them" in err, err
+    for prefix in ("", "+", "++"):  # the space's own search path, however it is added
+        both = tmp_path / "both.yaml"
+        both.write_text(TINY.replace('"algo.group_size=4", ',
+                                     f'"{prefix}hydra.searchpath=[file://{tmp_path / "mine"}]", '))  # fmt: skip
+        code, _, err = run_cli(str(both), "--config-dir", str(tmp_path / "mine"), "--out", str(tmp_path / "o"))
+        assert code == 2 and len(err.strip().splitlines()) == 1 and "give one of them" in err, (prefix, err)
     assert not (tmp_path / "o").exists()
 
 
