@@ -131,3 +131,52 @@ def test_shaped_reward_is_refused_where_it_cannot_apply():
         Trainer(replace(cfg, algo=shaped(cfg.algo)), "/nonexistent")
     with pytest.raises(ConfigError, match="algo.critic.reward='dense' is invalid: must be one of outcome, shaped"):
         Trainer(replace(cfg, algo=shaped(cfg.algo, "dense")), "/nonexistent")
+
+
+def _hand_batch():
+    """Two trajectories by hand: 3 steps that succeed, and 1 step that fails (then padding). The
+    potential is each observation's first entry: 1, 4, 2 along the first, 5 then padding (7, 9)."""
+    from grpo_robot.rollout import Batch
+
+    obs = torch.zeros(3, 2, 2)
+    obs[:, 0, 0], obs[:, 1, 0] = torch.tensor([1.0, 4.0, 2.0]), torch.tensor([5.0, 7.0, 9.0])
+    mask = torch.tensor([[True, True], [True, False], [True, False]])
+    zeros = torch.zeros(3, 2, 2)
+    return Batch(obs, zeros, zeros, mask, torch.tensor([1.0, 0.0]), torch.tensor([False, False]))
+
+
+class _FirstEntry:
+    obs_dim = 2
+
+    @staticmethod
+    def potential(obs):
+        return obs[:, 0]
+
+
+def test_shaping_discounts_the_next_potential_and_gives_padding_none():
+    """gamma * phi(s_t+1) - phi(s_t) by hand, gamma 0.5: the other test runs gamma 1 on a batch
+    without padding, where a dropped gamma or a mask shifted by a step change nothing."""
+    shaped = shaping(_FirstEntry(), _hand_batch(), gamma=0.5)
+    assert shaped.tolist() == [[0.5 * 4 - 1, 0.0], [0.5 * 2 - 4, 0.0], [0.0, 0.0]]
+
+
+@pytest.mark.parametrize("reward, returns", [
+    ("outcome", [0.25, 0.0, 0.5, 1.0]),  # the outcome at the last step, discounted back: gamma^2, gamma, 1
+    ("shaped", [10 * 1 + 0.5 * (10 * -3 + 0.5 * 1), 0.0, 10 * -3 + 0.5 * 1, 1.0]),  # plus 10 x the shaping
+])  # fmt: skip
+def test_the_critics_targets_put_the_outcome_on_the_last_step(reward, returns):
+    """GAE with lambda 1 and a constant value (0.1) gives the Monte Carlo returns as targets, in
+    `batch.packed()` order (time-major); the explained variance of a constant value is 0."""
+    from grpo_robot.config import AlgoConfig, CriticConfig
+    from grpo_robot.policies.gaussian import GaussianPolicy
+
+    cfg = AlgoConfig(advantage="gae", group_size=1, critic=CriticConfig(gamma=0.5, gae_lambda=1.0, reward=reward))
+    critic = Critic(2, [4], "tanh", cfg, _FirstEntry())
+    with torch.no_grad():
+        for param in critic.value.parameters():
+            param.zero_()
+        critic.value.net[-1].bias.fill_(0.1)
+    adv, metrics = critic.advantages(_hand_batch(), GaussianPolicy(2, 2, hidden_sizes=[4]))
+    assert critic.returns.tolist() == pytest.approx(returns)
+    assert adv.tolist() == pytest.approx([r - 0.1 for r in returns])
+    assert metrics["explained_variance"] == pytest.approx(0.0, abs=1e-6)
