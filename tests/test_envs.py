@@ -383,3 +383,25 @@ def test_a_forked_child_steps_and_drops_its_parents_threaded_physics():
     env.step_part(actions[:2], slice(0, 2))
     assert in_child == env.state.tobytes()
     env.close()
+
+
+def test_an_expert_episode_rewards_its_success_once_and_final_step_judging_runs_to_the_horizon():
+    """Judged at any step (the default), a world's episode ends at its first success, rewarded 1
+    once: an ended world's later steps give 0. Judged at the final step (`env.outcome`), the
+    expert's worlds run on to the horizon without terminating (a random policy, which never
+    succeeds, shows neither)."""
+    from grpo_robot.config import EnvConfig
+    from grpo_robot.environment import make_env
+
+    seeds = np.arange(4)
+    for outcome in ("any_step", "final_step"):
+        env = make_env(EnvConfig(task="Reach", outcome=outcome, horizon=60), len(seeds))
+        obs, rewards = env.reset(seeds), np.zeros(len(seeds))
+        while not env.done.all():
+            obs, reward, *_ = env.step(env.task.expert(obs))
+            rewards += reward
+        if outcome == "any_step":
+            assert env.success.all() and (rewards == 1).all() and (env.steps < 60).all() and env.terminated.all()
+        else:
+            assert (env.steps == 60).all() and not env.terminated.any() and env.truncated.all()
+        env.close()
