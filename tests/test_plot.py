@@ -232,3 +232,12 @@ def test_wandb_gets_the_resumed_checkpoints_iteration_again_as_tensorboard_does(
     job.run()
     job.close()
     assert (inits[-1]["name"], inits[-1]["group"], inits[-1]["tags"]) == ("sweep/seed=0", "sweep", ["a"])
+
+
+def test_the_bootstrap_band_covers_the_middle_95_percent():
+    """The mean of 0..19 over 20,000 resamples: 9.5 +- 1.96 x its standard error (1.29), so about
+    [6.97, 12.03]; a 90% band would be about [7.4, 11.6]."""
+    from grpo_robot.plots import bootstrap
+
+    low, high = bootstrap(np.arange(20.0), np.mean, n=20000)
+    assert low == pytest.approx(6.97, abs=0.15) and high == pytest.approx(12.03, abs=0.15)

@@ -637,3 +637,21 @@ def test_a_gymnasium_envs_viewing_arguments_are_set_at_evaluation_and_never_part
     assert out.code == 2 and "video_kwargs={'render_width': 48} is invalid: applies to the videos" in out.stderr
     seen = EnvConfig(task=None, entry_point="x:Y", kwargs={"render_camera": "agentview", "camera_name": "top"})
     assert env_identity(seen) == env_identity(EnvConfig(task=None, entry_point="x:Y"))
+
+
+def test_an_episodes_caption_clip_size_and_outcome_colour_follow_its_frames():
+    """An episode's frames are its start and one per step (6 frames: 5 steps); a clip for a log
+    file keeps at most `max_frames` (251 at 25 fps: every 6th, 42 frames); the bottom bar is green
+    for a success and red for a failure."""
+    from grpo_robot.render import GREEN, RED, label
+    from grpo_robot.video import Clip, Episode
+
+    frames = np.zeros((6, 48, 64, 3), np.uint8)
+    assert Episode("Reach-v1", 3, frames, True, False, 50).caption() == "success at step 5"
+    assert Episode("Reach-v1", 3, frames, False, True, 50).caption() == "failure: the world failed at step 5"
+    assert Episode("Reach-v1", 3, frames, False, False, 50).caption() == "failure: no success in 5 steps"
+    small, fps = Clip("t", np.zeros((251, 8, 8, 3), np.uint8), 25.0, []).small(max_frames=50)
+    assert (len(small), fps) == (42, 25.0 / 6)
+    for ok, colour in ((True, GREEN), (False, RED)):
+        labelled = label(frames[:1], "top", None, "x", ok)
+        assert tuple(labelled[0, -2, -2]) == colour  # the bar's far corner, clear of its text
