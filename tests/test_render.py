@@ -655,3 +655,34 @@ def test_an_episodes_caption_clip_size_and_outcome_colour_follow_its_frames():
     for ok, colour in ((True, GREEN), (False, RED)):
         labelled = label(frames[:1], "top", None, "x", ok)
         assert tuple(labelled[0, -2, -2]) == colour  # the bar's far corner, clear of its text
+
+
+FRAME_AGAINST_MUJOCO = """
+import mujoco, numpy as np
+from grpo_robot import render
+render.gl_backend()
+from grpo_robot.batched import BatchedEnv
+env = BatchedEnv("PushCube", 1, nthread=1)
+env.reset([3])
+d = mujoco.MjData(env.model)
+mujoco.mj_setState(env.model, d, env.state[0], mujoco.mjtState.mjSTATE_FULLPHYSICS)
+d.mocap_pos[:] = env.mocap_pos[0].reshape(-1, 3)
+mujoco.mj_forward(env.model, d)
+theirs = mujoco.Renderer(env.model, 240, 320)
+theirs.update_scene(d, camera="front")
+reference = theirs.render().astype(int)
+theirs.close()
+ours = env.render(camera="front")[0].astype(int)
+print(np.abs(ours - reference).mean(), np.abs(ours[::-1] - reference).mean())
+"""
+
+
+def test_a_frame_is_mujocos_own_picture_the_right_way_up():
+    """The renderer reads OpenGL's rows bottom-up and turns them over: a frame of PushCube's front
+    camera equals what mujoco.Renderer draws of the same state (in a process of its own: two
+    OpenGL contexts in the test process is what the platform tests avoid), and its mirror image
+    does not."""
+    out = subprocess.run([sys.executable, "-c", FRAME_AGAINST_MUJOCO], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    same, flipped = map(float, out.stdout.split()[-2:])
+    assert same < 1.0 and flipped > 10.0, (same, flipped)
