@@ -35,6 +35,7 @@ def toy(cls: str, **kw) -> EnvConfig:
         ("StatefulRandomReach", "sync", "state"),
         ("MujocoRandomSlide", "sync", "mujoco"),
         ("MujocoRandomSlide", "async", "mujoco"),
+        ("WaypointSlide", "sync", "mujoco"),  # task state in a list of tuples
         ("StatefulRandomReach", "async", "state"),
     ],
 )

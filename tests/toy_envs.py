@@ -153,6 +153,20 @@ class MujocoRandomSlide(gym.Env):
         return np.concatenate([self.data.qpos, self.data.qvel, self.goal])
 
 
+class WaypointSlide(MujocoRandomSlide):
+    """MujocoRandomSlide that observes its goal through a list of waypoint tuples: task state held
+    as plain data nested two deep, which the `mujoco` copy method must carry."""
+
+    def reset(self, *, seed=None, options=None):
+        self.waypoints = [(0.0, 0.0)]  # replaced below, once the goal is drawn
+        super().reset(seed=seed, options=options)
+        self.waypoints = [tuple(float(v) for v in self.goal)]
+        return self._obs(), {}
+
+    def _obs(self):
+        return np.concatenate([self.data.qpos, self.data.qvel, self.waypoints[0]])
+
+
 class ViewSlide(MujocoRandomSlide):
     """MujocoRandomSlide whose success reads the puck through a view of MjData taken once, at
     construction, as robot code often does (`self.puck_xpos = data.body("puck").xpos`)."""
