@@ -306,9 +306,9 @@ def test_a_resumed_run_needs_not_the_files_it_started_from(tmp_path):
 
 def test_a_resume_reads_its_checkpoint_once(tmp_path, monkeypatch):
     """The checks before the run, the run's config and the trainer's state come from one read of
-    `last.pt` (it was read three times, each time its CRC checked over the whole file: seconds for
-    a large policy, and the state could come from a file replaced after the checks); a file
-    replaced between two reads is read again."""
+    `last.pt` (it was read three times, each time its CRC checked over the whole file, and the
+    state could come from a file replaced after the checks); a file replaced between two reads is
+    read again."""
     from grpo_robot import checkpoint
 
     run_dir = tmp_path / "run"
