@@ -587,6 +587,9 @@ def test_a_gif_of_a_fast_env_keeps_real_time_with_delays_browsers_honour(fps):
         gif.seek(k)
         delays.append(gif.info["duration"])
     assert min(delays) >= 20 and abs(sum(delays) - 1000 * 250 / fps) <= 10 * len(delays), (fps, delays[:3])
+    stride = video.gif_stride(fps)  # every stride-th frame before the last, then the last once
+    assert gif.n_frames == len(range(0, 250, stride)) + 1, (fps, gif.n_frames)
+    assert delays[-1] == delays[-2], (fps, delays[-3:])  # no hold asked for: the last frame lasts as long
     clip = video.Clip("t", frames, fps, [])
     small, small_fps = clip.small(max_frames=1000)
     assert small_fps <= video.GIF_MAX_FPS and abs(len(small) / small_fps - len(frames) / fps) < 3 / small_fps
