@@ -405,3 +405,21 @@ def test_an_expert_episode_rewards_its_success_once_and_final_step_judging_runs_
         else:
             assert (env.steps == 60).all() and not env.terminated.any() and env.truncated.all()
         env.close()
+
+
+def test_a_world_whose_clock_falls_one_substep_short_has_failed():
+    """mujoco.rollout stops a world at its first MuJoCo warning, so its clock falls short of the
+    control step's substeps: one substep short is a failure (the tolerance is half a substep, for
+    the clock's rounding), and only that world's."""
+    env = BatchedEnv("Reach", 3, nthread=1)
+    env.reset([0, 1, 2])
+    real = env._pool.rollout
+
+    def one_world_short(*args, **kwargs):
+        real(*args, **kwargs)
+        kwargs["state"][1, -1, 0] -= env._dt  # world 1 stopped one substep early
+
+    env._pool.rollout = one_world_short
+    env.step(np.zeros((3, env.action_dim), np.float32))
+    assert env.failed.tolist() == [False, True, False]
+    env.close()
