@@ -4,6 +4,7 @@ finger the observation reads, and contacts, otherwise); a mirrored policy acts a
 in every frame, in every policy family, through training, resume, evaluation and export; and it is
 refused where no symmetry is declared, or against a checkpoint of the other kind."""
 
+import re
 import warnings
 from dataclasses import replace
 
@@ -167,7 +168,8 @@ def test_the_policy_sees_one_quadrant_and_normalizes_it():
     task = make_task("PushCube")
     obs = start_observations("PushCube")
     policy = build_policy("gaussian", task.obs_dim, task.action_dim, hidden_sizes=[16], mirror=task.mirror_axes())
-    canonical, action_sign = policy.canonical(obs)
+    canonical, frame = policy.canonical(obs)
+    assert frame.perm is None  # the built-in tasks' reflections swap no actions
     goal, cube = task.obs_slices["goal_pos"], task.obs_slices["cube_pos"]
     to_goal = canonical[:, goal][:, :2] - canonical[:, cube][:, :2]
     assert (to_goal >= 0).all()  # every push is towards +x and +y in the policy's frame
@@ -175,7 +177,7 @@ def test_the_policy_sees_one_quadrant_and_normalizes_it():
     assert ((world < 0).float().mean(0) > 0.3).all()  # the starts push every way
     expected = torch.ones(len(obs), task.action_dim)
     expected[:, :2] = torch.where(world < 0, -1.0, 1.0)  # the hand's x and y velocities, reflected back
-    torch.testing.assert_close(action_sign, expected)
+    torch.testing.assert_close(frame.sign, expected)
     policy.update_inputs(obs)
     mean = policy.obs_norm.mean.float()
     assert (mean[goal][:2] - mean[cube][:2] > 0.05).all()  # the canonical frame's statistics, not the world's
@@ -340,3 +342,213 @@ def test_a_built_in_task_keeps_its_own_axes():
     with pytest.raises(ConfigError, match=r"policy.mirror_axes=.* is invalid: is for an env that is not a built-in "
                                           r"task; env.task=Reach declares its own"):  # fmt: skip
         validate(cfg)
+
+
+# -- reflections that swap entries and mirror about planes off the origin (ThrusterReach) --------------
+
+
+def thruster_reflect(obs: np.ndarray, action: np.ndarray | None, axis: int):
+    """ThrusterReach's observation (and action, in the policy's [-1, 1] units) reflected about x = 0.5
+    (axis 0) or y = 0.5 (axis 1), written out by hand from the env's definition."""
+    obs = np.array(obs, dtype=np.float64)
+    action = None if action is None else np.array(action, dtype=np.float64)
+    if axis == 0:
+        obs[..., [0, 2]] = 1.0 - obs[..., [0, 2]]
+        obs[..., [4, 5]] = obs[..., [5, 4]]
+        if action is not None:
+            action[..., [0, 1]] = action[..., [1, 0]]
+    else:
+        obs[..., [1, 3]] = 1.0 - obs[..., [1, 3]]
+        if action is not None:
+            action[..., 2] = -action[..., 2]
+    return obs, action
+
+
+def test_thruster_reach_is_its_own_mirror_image():
+    """The axes describe the env: from a start and from its reflection, with reflected actions, the
+    two worlds stay each other's reflection, step by step (to rounding)."""
+    from toy_envs import ThrusterReach
+
+    from grpo_robot.gym_vector import unit_actions
+
+    rng = np.random.default_rng(0)
+    for axis in (0, 1):
+        a, b = ThrusterReach(), ThrusterReach()
+        obs_a, _ = a.reset(seed=3)
+        b.reset(seed=3)
+        b.pos, b.goal = thruster_reflect(obs_a, None, axis)[0][:4].reshape(2, 2)
+        low, high = a.action_space.low.astype(np.float64), a.action_space.high.astype(np.float64)
+
+        def to_env(u, low=low, high=high):  # the wrapper's map from [-1, 1]
+            return low + (u + 1.0) / 2.0 * (high - low)
+
+        for _ in range(30):
+            unit = rng.uniform(-1.0, 1.0, size=3)
+            obs_a, *_ = a.step(to_env(unit))
+            obs_b, *_ = b.step(to_env(thruster_reflect(obs_a, unit, axis)[1]))
+            np.testing.assert_allclose(obs_b, thruster_reflect(obs_a, None, axis)[0], atol=1e-12)
+        np.testing.assert_allclose(unit_actions(to_env(unit)[None], low, high)[0], unit, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind,kwargs", [("gaussian", {}), ("gaussian", {"state_dependent_std": True}),
+                                         ("tokenized", {"bins": 33}),
+                                         ("tokenized", {"bins": 33, "bin_logits": "gaussian",
+                                                        "learn_temperature": True})])  # fmt: skip
+def test_a_policy_with_swaps_and_centers_acts_as_its_own_reflection(kind, kwargs):
+    """Under axes that swap entries and reflect about x = 0.5: the action at a reflected observation
+    is the reflected action, and an action and its image have the same log-probs, in all four
+    frames, with weights that are not symmetric by chance."""
+    from toy_envs import THRUSTER_AXES
+
+    torch.manual_seed(0)
+    policy = build_policy(kind, 6, 3, hidden_sizes=[32, 32], mirror=THRUSTER_AXES, **kwargs)
+    with torch.no_grad():
+        for p in policy.parameters():
+            p.add_(0.3 * torch.randn_like(p))  # every weight, so that no dimension's head is zero
+        pos_goal = torch.rand(256, 4, dtype=torch.float64)
+        obs = torch.cat([pos_goal, pos_goal[:, :1], 1.0 - pos_goal[:, :1]], 1).float()
+        raw, action, _ = policy.sample(obs, torch.Generator().manual_seed(1))
+        logp, entropy = policy.log_probs(obs, raw)
+        deterministic = policy.sample(obs, None, True)[1]
+        assert deterministic[:, 0].std() > 0.01 and (deterministic[:, 0] - deterministic[:, 1]).abs().mean() > 0.01
+        for axis in (0, 1):
+            image_obs, image_action = (torch.as_tensor(x, dtype=torch.float32)
+                                       for x in thruster_reflect(obs.numpy(), action.numpy(), axis))  # fmt: skip
+            expected = torch.as_tensor(thruster_reflect(obs.numpy(), deterministic.numpy(), axis)[1],
+                                       dtype=torch.float32)  # fmt: skip
+            torch.testing.assert_close(policy.sample(image_obs, None, True)[1], expected, atol=2e-5, rtol=0)
+            image_raw = raw[:, [1, 0, 2]] if axis == 0 else raw * torch.tensor([1.0, 1.0, -1.0])
+            if kind == "tokenized":
+                image_raw = policy.raw_from_action(image_action)
+            image_logp, image_entropy = policy.log_probs(image_obs, image_raw)
+            order = [1, 0, 2] if axis == 0 else [0, 1, 2]  # per-token values follow their dimension
+            torch.testing.assert_close(image_logp, logp[:, order], atol=2e-5, rtol=0)
+            torch.testing.assert_close(image_entropy, entropy[:, order], atol=2e-5, rtol=0)
+
+
+def test_axes_with_swaps_and_centers_train_resume_load_and_export_from_the_config(tmp_path):
+    from toy_envs import THRUSTER_AXES
+
+    env = EnvConfig(task=None, entry_point="toy_envs:ThrusterReach", horizon=40)
+    cfg = small_config(env=env, policy=PolicyConfig(hidden_sizes=[32, 32], mirror=True, mirror_axes=THRUSTER_AXES),
+                       iterations=2, checkpoint_every=1)  # fmt: skip
+    validate(cfg)
+    resume_matches_straight_run(cfg, tmp_path, 1)
+    ckpt = torch.load(tmp_path / "straight" / "checkpoints" / "last.pt", weights_only=True)
+    assert ckpt["policy"]["kwargs"]["mirror"] == THRUSTER_AXES
+    loaded = load_policy(tmp_path / "straight")
+    rng = np.random.default_rng(0)
+    pos_goal = rng.uniform(0.1, 0.9, size=(64, 4))
+    obs = np.concatenate([pos_goal, pos_goal[:, :1], 1.0 - pos_goal[:, :1]], 1).astype(np.float32)
+    action = loaded.act(obs)  # in the env's units: thrusters in [0, 1], the y velocity in [-1, 1]
+    assert ((action[:, :2] >= 0) & (action[:, :2] <= 1)).all() and np.abs(action[:, 0] - action[:, 1]).mean() > 1e-3
+    for axis in (0, 1):
+        image = thruster_reflect(obs, None, axis)[0].astype(np.float32)
+        expected = action[:, [1, 0, 2]] if axis == 0 else action * np.array([1.0, 1.0, -1.0], np.float32)
+        np.testing.assert_allclose(loaded.act(image), expected, atol=1e-5)
+    program = torch.export.load(loaded.export(tmp_path / "policy.pt2")).module()
+    np.testing.assert_array_equal(program(torch.as_tensor(obs)).numpy(), action)  # the env's Box too
+
+
+def test_the_general_frame_equals_the_sign_flips_where_the_axes_only_negate():
+    """The built-in tasks' axes only negate entries and take the two-matmul path; the general one
+    (each reflected axis's signed permutation and offset in turn) gives the same, bit for bit."""
+    task = make_task("PushCube")
+    obs = start_observations("PushCube")
+    mirror = Mirror(task.obs_dim, task.action_dim, task.mirror_axes())
+    assert mirror.plain
+    fast, fast_frame = mirror.frame(obs)
+    mirror.plain = False
+    general, general_frame = mirror.frame(obs)
+    assert torch.equal(fast, general) and torch.equal(fast_frame.sign, general_frame.sign)
+    assert general_frame.perm is None
+    # an axis given with zero centers and no swaps is a plain one
+    assert Mirror(4, 2, [dict(POINT_AXES[0], center=[0.0, 0.0], swap=[]), POINT_AXES[1]]).plain
+
+
+def test_a_frame_composes_the_reflected_axes():
+    """Two axes that both move actions: axis 0 swaps actions 0 and 1, axis 1 negates both; the
+    world's action for a row with both reflected is the canonical one swapped and negated, and the
+    observation reflects about each axis's center."""
+    axes = [{"key": [0], "obs": [0], "center": [1.0], "action": [], "swap_action": [[0, 1]]},
+            {"key": [1], "obs": [1, 2], "action": [0, 1], "swap": [[2, 3]]}]  # fmt: skip
+    with pytest.raises(ValueError, match=r"axes\[1\].swap=\[\[2, 3\]\] is invalid: must pair entries that are both "
+                                         r"negated or neither, so that reflecting twice is the identity \(entries 2, "
+                                         r"3\)"):  # fmt: skip
+        Mirror(4, 2, axes)
+    axes[1]["obs"] = [1, 2, 3]
+    mirror = Mirror(4, 2, axes)
+    obs = torch.tensor([[0.5, -1.0, 3.0, 4.0], [2.0, -1.0, 3.0, 4.0], [0.5, 1.0, 3.0, 4.0], [2.0, 1.0, 3.0, 4.0]])
+    canonical, frame = mirror.frame(obs)
+    assert canonical.tolist() == [[1.5, 1.0, -4.0, -3.0], [2.0, 1.0, -4.0, -3.0], [1.5, 1.0, 3.0, 4.0],
+                                  [2.0, 1.0, 3.0, 4.0]]  # fmt: skip
+    action = torch.tensor([[10.0, 20.0]]).expand(4, 2)
+    assert frame.to_world(action).tolist() == [[-20.0, -10.0], [-10.0, -20.0], [20.0, 10.0], [10.0, 20.0]]
+    assert frame.order(action).tolist() == [[20.0, 10.0], [10.0, 20.0], [20.0, 10.0], [10.0, 20.0]]
+
+
+@pytest.mark.parametrize("axes,message", [
+    ([{"key": [0], "obs": [0], "action": [0], "swap": [[1]]}], r"\[0\].swap=\[\[1\]\] is invalid: must be a non-empty"),
+    ([{"key": [0], "obs": [0], "action": [0], "swap": [[1, 1]]}], r"\[0\].swap=\[\[1, 1\]\] is invalid: must name "
+                                                                  r"distinct entries"),
+    ([{"key": [0], "obs": [0], "action": [0], "swap": [[1, 2], [2, 3]]}], r"\[0\].swap=\[\[1, 2\], \[2, 3\]\] is "
+                                                                          r"invalid: must name distinct entries"),
+    ([{"key": [0], "obs": [0], "action": [0], "swap": [[1, 9]]}], r"\[0\].swap=\[\[1, 9\]\] is invalid: must lie in "
+                                                                  r"\[0, 9\)"),
+    ([{"key": [0], "obs": [0], "action": [], "swap_action": [[0, 4]]}], r"\[0\].swap_action=\[\[0, 4\]\] is invalid: "
+                                                                        r"must lie in \[0, 4\)"),
+    ([{"key": [0], "obs": [0, 1], "action": [0], "swap": [[1, 2]]}], r"\[0\].swap=\[\[1, 2\]\] is invalid: must pair "
+                                                                     r"entries that are both negated or neither"),
+    ([{"key": [0], "obs": [0], "action": [0, 1], "swap_action": [[1, 2]]}],
+     r"\[0\].swap_action=\[\[1, 2\]\] is invalid: must pair entries that are both"),
+    ([{"key": [0], "obs": [0, 1, 2], "center": [0.5, 0.1, 0.2], "action": [0], "swap": [[1, 2]]}],
+     r"\[0\].swap=\[\[1, 2\]\] is invalid: must pair entries with the same center"),
+    ([{"key": [0], "obs": [0, 1], "center": [0.5], "action": [0]}], r"\[0\].center=\[0.5\] is invalid: must be a list "
+                                                                    r"of 2 finite numbers, one per obs entry"),
+    ([{"key": [0], "obs": [0], "center": [float("nan")], "action": [0]}], r"\[0\].center=\[nan\] is invalid"),
+    ([{"key": [0], "obs": [0], "center": [True], "action": [0]}], r"\[0\].center=\[True\] is invalid"),
+    ([{"key": [0], "obs": [0], "action": [0], "mirror": [1]}], r"\[0\]=\{.*\} is invalid: must be a non-empty list"),
+    ([{"key": [0], "obs": [], "action": [0]}], r"\[0\].obs=\[\] is invalid: must name distinct entries, at least one "
+                                               r"where it swaps none"),
+    # a key the reflection moves elsewhere: it is not negated, so no frame is picked
+    ([{"key": [1], "obs": [0], "action": [0], "swap": [[1, 2]]}], r"\[0\].key=\[1\] is invalid: must read negated "
+                                                                  r"under its own reflection"),
+    ([{"key": [1, 2], "obs": [0, 1], "action": [0]}], r"\[0\].key=\[1, 2\] is invalid: must be among its own obs "
+                                                      r"entries \(entry 2\)"),
+    ([{"key": [0], "obs": [0], "action": [0]}, {"key": [1], "obs": [1], "action": [1], "swap": [[0, 2]]}],
+     r"\[0\].key=\[0\] is invalid: must not be among axis 1's swapped entries \(entry 0\)"),
+    # axis 1 swaps entries 2 and 3, of which axis 0 negates one: in one order 2 is negated, in the other 3
+    ([{"key": [0], "obs": [0, 2], "action": [0]}, {"key": [1], "obs": [1], "action": [1], "swap": [[2, 3]]}],
+     r"\[1\]=\{.*\} is invalid: must commute with axis 0 \(reflect across both in either order, the same obs\)"),
+    ([{"key": [0], "obs": [0], "action": [0]}, {"key": [1], "obs": [1], "action": [], "swap_action": [[0, 1]]}],
+     r"\[1\]=\{.*\} is invalid: must commute with axis 0 \(reflect across both in either order, the same action\)"),
+])  # fmt: skip
+def test_swaps_and_centers_that_are_no_reflection_are_one_line_errors(axes, message):
+    with pytest.raises(ValueError, match=r"^mirror axes" + message):
+        Mirror(9, 4, axes)
+    env = EnvConfig(task=None, entry_point="toy_envs:ThrusterReach", horizon=40)
+    cfg = small_config(env=env, policy=PolicyConfig(hidden_sizes=[8], mirror=True, mirror_axes=axes))
+    if "must lie in" in message:  # the sizes are the env's: known when the policy is built
+        validate(cfg)
+    else:
+        with pytest.raises(ConfigError) as err:
+            validate(cfg)
+        assert re.match("^policy.mirror_axes" + message, str(err.value)) and "\n" not in str(err.value)
+
+
+def test_the_autoregressive_head_is_refused_axes_that_swap_actions():
+    from toy_envs import THRUSTER_AXES
+
+    env = EnvConfig(task=None, entry_point="toy_envs:ThrusterReach", horizon=40)
+    policy = PolicyConfig(type="tokenized", head="autoregressive", hidden_sizes=[8], mirror=True,
+                          mirror_axes=THRUSTER_AXES)  # fmt: skip
+    with pytest.raises(ConfigError) as err:
+        validate(small_config(env=env, policy=policy))
+    assert str(err.value) == ("policy.head='autoregressive' is invalid: must be factorized where policy.mirror_axes "
+                              "swap actions (swap_action): the autoregressive head decodes the dimensions in a fixed "
+                              "order")
+    with pytest.raises(ValueError, match="need head=factorized: the autoregressive head decodes"):
+        build_policy("tokenized", 6, 3, head="autoregressive", hidden_sizes=[8], mirror=THRUSTER_AXES)
+    # without swapped actions it takes them (an observation's swap and centers are the trunk's alone)
+    axes = [THRUSTER_AXES[1], {"key": [2, 0], "obs": [0, 2], "swap": [[4, 5]], "center": [0.5, 0.5], "action": [0]}]
+    assert build_policy("tokenized", 6, 3, head="autoregressive", hidden_sizes=[8], mirror=axes).mirror.plain is False

@@ -45,6 +45,42 @@ class PointReach(gym.Env):
         return np.concatenate([self.pos, self.goal])
 
 
+class ThrusterReach(gym.Env):
+    """A point in the unit square, steered by two opposed thrusters along x and a y velocity, to a
+    goal; obs = (position x, y, goal x, y, distance to the left wall, to the right wall), action
+    = (left thruster, pushing towards +x; right thruster, towards -x; y velocity), each in [0, 1]
+    or [-1, 1]. Reflecting the square about x = 0.5 negates x about 0.5, exchanges the walls'
+    distances and the thrusters; about y = 0.5 it negates y and the y velocity
+    (`THRUSTER_AXES`)."""
+
+    def __init__(self, tolerance: float = 0.06):
+        self.tolerance = tolerance
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (6,), np.float64)
+        low, high = np.array([0.0, 0.0, -1.0], np.float32), np.ones(3, np.float32)
+        self.action_space = gym.spaces.Box(low, high, dtype=np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.pos, self.goal = self.np_random.uniform(0.1, 0.9, size=(2, 2))
+        return self._obs(), {}
+
+    def step(self, action):
+        left, right, vy = np.clip(np.asarray(action, dtype=np.float64), self.action_space.low, self.action_space.high)
+        self.pos = np.clip(self.pos + 0.05 * np.array([left - right, vy]), 0.0, 1.0)
+        success = bool(np.linalg.norm(self.pos - self.goal) < self.tolerance)
+        return self._obs(), float(success), False, False, {"is_success": success}
+
+    def _obs(self):
+        return np.concatenate([self.pos, self.goal, [self.pos[0], 1.0 - self.pos[0]]])
+
+
+# ThrusterReach's two mirror planes, x = 0.5 and y = 0.5, as policy.mirror_axes takes them
+THRUSTER_AXES = [
+    {"key": [2, 0], "obs": [0, 2], "center": [0.5, 0.5], "swap": [[4, 5]], "action": [], "swap_action": [[0, 1]]},
+    {"key": [3, 1], "obs": [1, 3], "center": [0.5, 0.5], "action": [2]},
+]
+
+
 class GlobalRandomReach(PointReach):
     """Ignores its seed: the goal comes from numpy's global generator."""
 

@@ -150,7 +150,9 @@ class PolicyConfig:
     # the mirror symmetries of an env that is not a built-in task, for policy.mirror: a list of
     # axes, each {key: [i] or [i, j], obs: [...], action: [...]}: the flat observation entry (or
     # entry i minus entry j) whose sign picks the frame, and the observation and action entries
-    # that reflecting the world across that axis negates (docs/custom_envs.md)
+    # that reflecting the world across that axis negates; optionally swap / swap_action, the
+    # pairs of entries it exchanges, and center, the mirror plane's coordinate for each obs
+    # entry (docs/custom_envs.md)
     mirror_axes: list[Any] | None = None
     # the constructor arguments of a registered policy class of one's own that are not among the keys
     # above (policy.options={width: 2.0} or +policy.options.width=2.0); recorded with its weights, so
@@ -187,8 +189,19 @@ def mirror_axes(cfg: PolicyConfig, task: str | None) -> list[dict[str, list[int]
     if not cfg.mirror_axes:
         raise ValueError("policy.mirror=true needs a built-in env.task, which declares its mirror symmetries, or "
                          "policy.mirror_axes for another env")  # fmt: skip
-    axes = plain(cfg.mirror_axes)
-    return [{name: [int(i) for i in axis[name]] for name in ("key", "obs", "action")} for axis in axes]
+    return [normal_axis(axis) for axis in plain(cfg.mirror_axes)]
+
+
+def normal_axis(axis: dict[str, Any]) -> dict[str, Any]:
+    """A mirror axis of `policy.mirror_axes` as the policy keeps it: entries as ints, pairs as
+    lists, centers as floats, and the optional fields only where given."""
+    out: dict[str, Any] = {name: [int(i) for i in axis[name]] for name in ("key", "obs", "action")}
+    for name in ("swap", "swap_action"):
+        if name in axis:
+            out[name] = [[int(i), int(j)] for i, j in axis[name]]
+    if "center" in axis:
+        out["center"] = [float(c) for c in axis["center"]]
+    return out
 
 
 def plain(value: Any) -> Any:

@@ -353,7 +353,7 @@ def check_mirror(pol: PolicyConfig, env: EnvConfig) -> None:
         _check_mirror_axes(pol.mirror_axes, env)
     if not pol.mirror:
         return
-    from grpo_robot.config.schema import constructor_arguments
+    from grpo_robot.config.schema import constructor_arguments, plain
     from grpo_robot.envs import TASK_NAMES
     from grpo_robot.registry import POLICIES
 
@@ -366,6 +366,11 @@ def check_mirror(pol: PolicyConfig, env: EnvConfig) -> None:
         _check(bool(pol.mirror_axes), "policy.mirror", pol.mirror,
                f"needs the env's mirror symmetries: {env_source(env)} is not a built-in task, so give them as "
                "policy.mirror_axes=[{key: [i, j], obs: [...], action: [...]}, ...] (docs/custom_envs.md)")  # fmt: skip
+    swaps_actions = isinstance(plain(pol.mirror_axes), list) and any(
+        isinstance(axis, dict) and axis.get("swap_action") for axis in plain(pol.mirror_axes))  # fmt: skip
+    _check(not (swaps_actions and pol.type == "tokenized" and pol.head == "autoregressive"), "policy.head", pol.head,
+           "must be factorized where policy.mirror_axes swap actions (swap_action): the autoregressive head decodes "
+           "the dimensions in a fixed order")  # fmt: skip
     if pol.type not in POLICIES.builtin and pol.type in POLICIES:  # a plugin's class (the built-in ones take them)
         _check("mirror" in constructor_arguments(POLICIES[pol.type]), "policy.mirror", pol.mirror,
                f"needs a policy class that takes mirror axes; policy.type={pol.type}'s constructor does not")

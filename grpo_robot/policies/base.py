@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import Any, NamedTuple
 
+import numpy as np
 import torch
 from torch import nn
 
 from grpo_robot.registry import ACTIVATIONS, POLICIES
-from grpo_robot.symmetry import axes_problem
+from grpo_robot.symmetry import axes_problem, is_plain_flip, key_center, reflection
 
 
 class _SigmoidTanh(torch.autograd.Function):
@@ -141,26 +142,47 @@ class ObsNormalizer(nn.Module):
         return cast[3]
 
 
+class Frame(NamedTuple):
+    """How each row's action goes from the policy's canonical frame back to the world's:
+    `world[..., i] = sign[..., i] * canonical[..., perm[..., i]]` (`perm` None: no axis swaps
+    actions, and the map is the sign alone)."""
+
+    sign: torch.Tensor  # [..., action_dim], +-1
+    perm: torch.Tensor | None = None  # [..., action_dim] long
+
+    def to_world(self, action: torch.Tensor) -> torch.Tensor:
+        """Canonical actions (or means) `[..., action_dim]` in the world's frame."""
+        return self.order(action) * self.sign
+
+    def order(self, values: torch.Tensor) -> torch.Tensor:
+        """Per-dimension values `[..., action_dim]` that no reflection negates (a std, a width) in
+        the world's order of dimensions."""
+        return values if self.perm is None else values.gather(-1, self.perm)
+
+
 class Mirror(nn.Module):
     """A task's mirror symmetries, to act in one canonical frame (`policy.mirror`).
 
     Each axis is a reflection of the world under which the task is unchanged (envs/task.py,
-    `Task.mirror_axes`): it negates the observation entries `obs` and the action entries `action`.
-    Its `key`, one observation entry or the difference of two, picks the frame: where the key is
-    negative the policy sees the observation reflected, so that the key reads positive, and its
-    action is reflected back. A policy that learns to push a cube towards +x and +y then pushes it
-    every way; each state is the image of one in the canonical quadrant, whose learning it shares.
-    The frame is chosen at every step from the observation alone, so the policy stays a function
-    of it (export, evaluation and Ray workers see nothing new), and reflections have determinant
-    +-1, so the log-probs of an action and of its image are equal."""
+    `Task.mirror_axes`, or grpo_robot/symmetry.py for the general form): it negates the
+    observation entries `obs` and the action entries `action`, and may exchange pairs of entries
+    (`swap`, `swap_action`: a left and a right finger) and reflect about a plane off the origin
+    (`center`). Its `key`, one observation entry or the difference of two, picks the frame:
+    where the key is negative the policy sees the observation reflected, so that the key reads
+    positive, and its action is reflected back. A policy that learns to push a cube towards +x
+    and +y then pushes it every way; each state is the image of one in the canonical quadrant,
+    whose learning it shares. The frame is chosen at every step from the observation alone, so
+    the policy stays a function of it (export, evaluation and Ray workers see nothing new), and
+    reflections are signed permutations, of determinant +-1, so the log-probs of an action and
+    of its image are equal."""
 
-    def __init__(self, obs_dim: int, action_dim: int, axes: list[dict[str, list[int]]]) -> None:
+    def __init__(self, obs_dim: int, action_dim: int, axes: list[dict[str, Any]]) -> None:
         super().__init__()
         problem = axes_problem(axes, obs_dim, action_dim)  # first: what follows reads the axes as well formed
         if problem is not None:
             where, value, allowed = problem
             raise ValueError(f"mirror axes{where}={value!r} is invalid: {allowed}")
-        # key = obs @ key_map: +1 at an axis's key entry, -1 at its reference entry
+        # key = obs @ key_map - key_offset: +1 at an axis's key entry, -1 at its reference entry
         key_map = torch.zeros(obs_dim, len(axes))
         flips = torch.zeros(len(axes), obs_dim + action_dim)  # the entries each axis negates
         for i, axis in enumerate(axes):
@@ -172,20 +194,52 @@ class Mirror(nn.Module):
         self.obs_dim = obs_dim
         # an entry that two reflected axes negate keeps its sign: counted mod 2, where axes share entries
         self.shared = bool((flips.sum(0) > 1).any())
+        # only sign flips about planes through the origin (the built-in tasks): two small matmuls
+        # (`signs`); else each reflected axis's signed permutation and offset in turn (`frame`)
+        self.plain = all(is_plain_flip(axis) for axis in axes)
+        self.swaps_actions = any(axis.get("swap_action") for axis in axes)
         # not in the state_dict: the axes are constructor arguments, kept with the policy's kwargs
         self.register_buffer("key_map", key_map, persistent=False)
         self.register_buffer("flips", flips, persistent=False)
+        obs_maps = [reflection(axis, obs_dim) for axis in axes]
+        action_maps = [reflection(axis, action_dim, actions=True) for axis in axes]
+        for name, maps, part in (("obs_perm", obs_maps, 0), ("obs_sign", obs_maps, 1), ("obs_offset", obs_maps, 2),
+                                 ("action_perm", action_maps, 0), ("action_sign", action_maps, 1)):  # fmt: skip
+            values = torch.as_tensor(np.stack([m[part] for m in maps]))
+            self.register_buffer(name, values if part == 0 else values.float(), persistent=False)
+        offsets = torch.tensor([key_center(axis, obs_dim) for axis in axes])
+        self.register_buffer("key_offset", offsets, persistent=False)
 
     def signs(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(observation signs `[..., obs_dim]`, action signs `[..., action_dim]`), each +-1: an
-        entry is negated when an odd number of the axes it belongs to are reflected. Two small
-        matmuls: it runs at every control step and in every minibatch."""
+        """(observation signs `[..., obs_dim]`, action signs `[..., action_dim]`), each +-1, of axes
+        that only negate entries (`plain`): an entry is negated when an odd number of the axes it
+        belongs to are reflected. Two small matmuls: it runs at every control step and in every
+        minibatch."""
         reflected = (obs @ self.key_map.to(obs.dtype) < 0).to(obs.dtype)  # [..., axes]
         odd = reflected @ self.flips.to(obs.dtype)
         if self.shared:
             odd = torch.remainder(odd, 2.0)
         sign = 1.0 - 2.0 * odd
         return sign[..., : self.obs_dim], sign[..., self.obs_dim :]
+
+    def frame(self, obs: torch.Tensor) -> tuple[torch.Tensor, Frame]:
+        """(the observations `[..., obs_dim]` in the canonical frame, the `Frame` that takes the
+        policy's actions back to the world's)."""
+        if self.plain:
+            obs_sign, action_sign = self.signs(obs)
+            return obs * obs_sign, Frame(action_sign)
+        reflected = (obs @ self.key_map.to(obs.dtype) - self.key_offset.to(obs.dtype) < 0)[..., None]  # [..., axes, 1]
+        batch = obs.shape[:-1]
+        perm = torch.arange(self.action_sign.shape[1], device=obs.device).expand(*batch, -1)
+        sign = torch.ones(*batch, self.action_sign.shape[1], dtype=obs.dtype, device=obs.device)
+        for a in range(self.key_map.shape[1]):  # the axes commute (symmetry.axes_problem): in any order
+            image = obs.gather(-1, self.obs_perm[a].expand_as(obs)) * self.obs_sign[a].to(obs.dtype)
+            obs = torch.where(reflected[..., a, :], image + self.obs_offset[a].to(obs.dtype), obs)
+            # the world's action is this axis's reflection of the map so far: x -> s_a * x[p_a]
+            step = self.action_perm[a].expand_as(perm)
+            perm = torch.where(reflected[..., a, :], perm.gather(-1, step), perm)
+            sign = torch.where(reflected[..., a, :], sign.gather(-1, step) * self.action_sign[a].to(obs.dtype), sign)
+        return obs, Frame(sign, perm if self.swaps_actions else None)
 
 
 class Policy(nn.Module):
@@ -205,21 +259,20 @@ class Policy(nn.Module):
         return self
 
     def __init__(self, obs_dim: int, action_dim: int, obs_norm: bool,
-                 mirror: list[dict[str, list[int]]] | None = None) -> None:  # fmt: skip
+                 mirror: list[dict[str, Any]] | None = None) -> None:  # fmt: skip
         super().__init__()
         self.obs_dim, self.action_dim = obs_dim, action_dim
         self.n_tokens = action_dim
         self.obs_norm = ObsNormalizer(obs_dim, obs_norm)
         self.mirror = Mirror(obs_dim, action_dim, mirror) if mirror else None
 
-    def canonical(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """(the observations in the policy's canonical frame, the signs `[..., action_dim]` that
-        take its actions back to the world's; None without `mirror`, where the frame is the
-        world's). Observation normalization runs on the canonical observations (`inputs`)."""
+    def canonical(self, obs: torch.Tensor) -> tuple[torch.Tensor, Frame | None]:
+        """(the observations in the policy's canonical frame, the `Frame` that takes its actions
+        back to the world's; None without `mirror`, where the frame is the world's). Observation
+        normalization runs on the canonical observations (`inputs`)."""
         if self.mirror is None:
             return obs, None
-        obs_sign, action_sign = self.mirror.signs(obs)
-        return obs * obs_sign, action_sign
+        return self.mirror.frame(obs)
 
     def inputs(self, obs: torch.Tensor) -> torch.Tensor:
         """What the networks read: the canonical observations, normalized."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -63,7 +64,7 @@ class GaussianPolicy(Policy):
         obs_norm: bool = True,
         max_std: float | None = None,
         min_std: float | None = None,
-        mirror: list[dict[str, list[int]]] | None = None,
+        mirror: list[dict[str, Any]] | None = None,
     ) -> None:
         super().__init__(obs_dim, action_dim, obs_norm, mirror)
         self._kwargs = dict(
@@ -93,15 +94,18 @@ class GaussianPolicy(Policy):
     def distribution(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """-> (mean, log_std), both `[..., action_dim]`, of the pre-squash Gaussian. Under `mirror`
         the mean is reflected back from the canonical frame; the std, the same for an action and
-        its image, is not."""
-        obs, action_sign = self.canonical(obs)
+        its image, is not negated, only put in the world's order where a reflection swaps
+        actions."""
+        obs, frame = self.canonical(obs)
         hidden = self.trunk(self.obs_norm(obs))
         mean = self.mean_head(hidden)
-        if action_sign is not None:
-            mean = mean * action_sign
+        if frame is not None:
+            mean = frame.to_world(mean)
         if self.state_dependent_std:  # a head's bound lets a gradient back in (the free std is projected: after_step)
-            return mean, _InwardClamp.apply(self.log_std_head(hidden), self.log_std_min, self.log_std_max)
-        return mean, self.log_std.expand_as(mean).clamp(self.log_std_min, self.log_std_max)
+            log_std = _InwardClamp.apply(self.log_std_head(hidden), self.log_std_min, self.log_std_max)
+        else:
+            log_std = self.log_std.expand_as(mean).clamp(self.log_std_min, self.log_std_max)
+        return mean, (log_std if frame is None else frame.order(log_std))
 
     def _log_probs(self, raw, mean, log_std):
         """Per-dimension log-density `[..., action_dim]` (the diagonal factorizes)."""
@@ -149,7 +153,8 @@ class GaussianPolicy(Policy):
         return raw, self.to_action(raw), self._log_probs(raw, mean, log_std)
 
     def state_free_entropy(self, rows):
-        if self.squash or self.state_dependent_std:
+        # a reflection that swaps actions puts each row's dimensions in its own order
+        if self.squash or self.state_dependent_std or (self.mirror is not None and self.mirror.swaps_actions):
             return None
         log_std = self.log_std.expand(rows, self.action_dim).clamp(self.log_std_min, self.log_std_max)
         return log_std + 0.5 + HALF_LOG_2PI  # as log_probs computes it, op for op

@@ -4,12 +4,13 @@ discretized into K uniform bins over [-1, 1] and executed at the bin centre."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from grpo_robot.policies.base import ACTIVATIONS, Policy, mlp, register_policy
+from grpo_robot.policies.base import ACTIVATIONS, Frame, Policy, mlp, register_policy
 from grpo_robot.policies.gaussian import LOG_STD_MAX, LOG_STD_MIN
 from grpo_robot.registry import BIN_LOGITS, DECODES, HEADS
 from grpo_robot.seeding import uniform, uniform_columns
@@ -118,7 +119,7 @@ class TokenizedPolicy(Policy):
         decode: str = "mode",
         init_std: float = 0.3,
         free_logits_lr: float = 1.0,
-        mirror: list[dict[str, list[int]]] | None = None,
+        mirror: list[dict[str, Any]] | None = None,
     ) -> None:
         super().__init__(obs_dim, action_dim, obs_norm, mirror)
         if head not in HEADS:
@@ -126,6 +127,9 @@ class TokenizedPolicy(Policy):
         if bin_logits not in BIN_LOGITS:
             raise ValueError(f"bin_logits must be one of {', '.join(BIN_LOGITS)}, got {bin_logits!r}")
         check_decode(decode)
+        if head == "autoregressive" and self.mirror is not None and self.mirror.swaps_actions:
+            raise ValueError("mirror axes that swap actions (swap_action) need head=factorized: the autoregressive "
+                             "head decodes the dimensions in a fixed order")  # fmt: skip
         self._kwargs = dict(
             bins=bins,
             head=head,
@@ -176,16 +180,18 @@ class TokenizedPolicy(Policy):
     def _trunk_out(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """What does not depend on the tokens: (trunk features [..., H], the factorized head's
         scores [..., D, K]: logits (with the bump's under bin_logits=gaussian), or the ordinal
-        scores `ordinal_logits` turns into logits; both in the canonical frame, and the dimensions
-        `mirror` reflects back from it, a bool `[..., D, 1]`, or None)."""
-        obs, action_sign = self.canonical(obs)
+        scores `ordinal_logits` turns into logits, of the canonical frame's categoricals in the
+        world's order of dimensions; and the `Frame` that `mirror` reflects back from, or None)."""
+        obs, frame = self.canonical(obs)
         features = self.trunk(self.obs_norm(obs))
         if self.bump:
             out = F.linear(features, *self._bump_layer())
         else:
             out = self.logits_head(features)
-        reflected = None if action_sign is None else (action_sign < 0)[..., None]
-        return features, out.view(*features.shape[:-1], self.action_dim, self.bins), reflected
+        out = out.view(*features.shape[:-1], self.action_dim, self.bins)
+        if frame is not None and frame.perm is not None:  # a reflection that swaps actions: the world's order
+            out = out.gather(-2, frame.perm[..., None].expand_as(out))
+        return features, out, frame
 
     def _bump_layer(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(weight [D*K, H], bias [D*K]) of one linear layer giving the free logits plus the
@@ -201,11 +207,12 @@ class TokenizedPolicy(Policy):
         bias = bias - 0.5 * self.centres.square() * inv_var
         return weight.flatten(0, 1), bias.flatten()
 
-    def _logits(self, features: torch.Tensor, out: torch.Tensor, reflected: torch.Tensor | None,
+    def _logits(self, features: torch.Tensor, out: torch.Tensor, frame: Frame | None,
                 tokens: torch.Tensor | None) -> torch.Tensor:  # fmt: skip
         """The world frame's logits `[..., D, K]`. The bins are symmetric about 0, so a reflected
         dimension's categorical is the canonical one read backwards (bin k is bin K-1-k)."""
         batch = features.shape[:-1]
+        reflected = None if frame is None else (frame.sign < 0)[..., None]
         if self.head == "autoregressive":
             if tokens is None:
                 raise ValueError("the autoregressive head needs the tokens to condition on")
@@ -229,7 +236,10 @@ class TokenizedPolicy(Policy):
         if reflected is not None:
             out = torch.where(reflected, out.flip(-1), out)
         if self.log_temperature is not None:
-            return out * torch.exp(-self.log_temperature)
+            scale = torch.exp(-self.log_temperature)  # [D, 1]
+            if frame is not None and frame.perm is not None:
+                scale = scale[:, 0][frame.perm][..., None]  # each row's dimensions in its world order
+            return out * scale
         return out if self.temperature == 1.0 else out / self.temperature  # x / 1 is x: skip the pass
 
     def sample(self, obs, generator=None, deterministic=False):
