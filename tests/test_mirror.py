@@ -410,6 +410,9 @@ def test_a_policy_with_swaps_and_centers_acts_as_its_own_reflection(kind, kwargs
         raw, action, _ = policy.sample(obs, torch.Generator().manual_seed(1))
         logp, entropy = policy.log_probs(obs, raw)
         deterministic = policy.sample(obs, None, True)[1]
+        # the update's shortcut for a zero-advantage step's entropy: what log_probs gives, or none
+        free = policy.state_free_entropy(len(obs))
+        assert free is None or torch.equal(free, entropy)
         assert deterministic[:, 0].std() > 0.01 and (deterministic[:, 0] - deterministic[:, 1]).abs().mean() > 0.01
         for axis in (0, 1):
             image_obs, image_action = (torch.as_tensor(x, dtype=torch.float32)
