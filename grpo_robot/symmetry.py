@@ -56,6 +56,10 @@ def _compose(a: tuple, b: tuple) -> tuple:
     return pb[pa], sa * sb[pa], sa * ob[pa] + oa
 
 
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def _entries(value: Any) -> bool:
     return isinstance(value, list) and all(type(i) is int and i >= 0 for i in value)
 
@@ -84,7 +88,7 @@ def _shape_problem(n: int, axis: Any, obs_dim: int | None, action_dim: int | Non
         return f"[{n}].key", axis["key"], "must name one or two observation entries"
     if "center" in axis:
         center = axis["center"]
-        numbers = isinstance(center, list) and all(type(c) in (int, float) and math.isfinite(c) for c in center)
+        numbers = isinstance(center, list) and all(_number(c) and math.isfinite(c) for c in center)
         if not (numbers and len(center) == len(axis["obs"])):
             return f"[{n}].center", center, f"must be a list of {len(axis['obs'])} finite numbers, one per obs entry"
     for negated, swap, name in ((axis["obs"], axis.get("swap", []), "swap"),

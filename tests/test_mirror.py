@@ -465,8 +465,9 @@ def test_the_general_frame_equals_the_sign_flips_where_the_axes_only_negate():
     general, general_frame = mirror.frame(obs)
     assert torch.equal(fast, general) and torch.equal(fast_frame.sign, general_frame.sign)
     assert general_frame.perm is None
-    # an axis given with zero centers and no swaps is a plain one
+    # an axis given with zero centers and no swaps is a plain one; a center may be numpy's float
     assert Mirror(4, 2, [dict(POINT_AXES[0], center=[0.0, 0.0], swap=[]), POINT_AXES[1]]).plain
+    assert not Mirror(4, 2, [dict(POINT_AXES[0], center=[np.float64(0.5), 0.5]), POINT_AXES[1]]).plain
 
 
 def test_a_frame_composes_the_reflected_axes():
