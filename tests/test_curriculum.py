@@ -61,6 +61,19 @@ def test_difficulty_one_is_the_task_itself_and_other_values_are_refused():
         lift.initial_condition(0, 0.5)
 
 
+def test_nearer_leaves_the_goal_itself_at_difficulty_one_however_near_it_is():
+    """At difficulty 1 the goal is the one drawn, bit for bit, even one nearer the cube than the
+    floor a lower difficulty keeps; below 1 it moves along the line to the cube, not past the floor."""
+    from grpo_robot.envs.task import nearer
+
+    cube = np.array([0.013, -0.071])
+    for goal in (np.array([0.1, 0.2]) / 3, cube + [0.01, -0.02]):  # 11 cm away, and 2.2 cm: inside 5 cm
+        assert nearer(goal, cube, 1.0, 0.05) is goal
+    goal = cube + [0.06, 0.08]  # 10 cm away
+    np.testing.assert_allclose(nearer(goal, cube, 0.7, 0.05), cube + [0.042, 0.056], rtol=1e-12)
+    np.testing.assert_allclose(nearer(goal, cube, 0.3, 0.05), cube + [0.03, 0.04], rtol=1e-12)
+
+
 def record(success: float, iteration: int = 1) -> IterationRecord:
     return IterationRecord(iteration, 0, {"charts/train_success": success})
 
