@@ -423,3 +423,99 @@ def test_a_world_whose_clock_falls_one_substep_short_has_failed():
     env.step(np.zeros((3, env.action_dim), np.float32))
     assert env.failed.tolist() == [False, True, False]
     env.close()
+
+
+def sensor_obs(task, n: int = 1, **readings) -> np.ndarray:
+    """`[n, obs_dim]` observations of zeros but for the named sensors, each `[n, dim]` or one row."""
+    obs = np.zeros((n, task.obs_dim))
+    for name, value in readings.items():
+        obs[:, task.obs_slices[name]] = value
+    return obs
+
+
+def test_each_tasks_success_turns_at_its_documented_thresholds():
+    """The success predicates on observations set by hand, a millimetre either side of each
+    threshold: Reach's 2 cm, LiftCube's 8 cm lift while held within 2 cm, PlaceCube's 3 cm pad,
+    resting height within 6 mm and open fingers, PushCube-v3's 16 mm above the resting height."""
+    half = scene.CUBE_HALF
+    reach = make_task("Reach")
+    rel = [[0.019, 0, 0], [0.021, 0, 0], [0, 0.0115, 0.0115], [0, 0.0145, 0.0145]]  # 1.6 cm and 2.05 cm
+    assert reach.success(sensor_obs(reach, 4, goal_rel=rel)).tolist() == [True, False, True, False]
+
+    lift = make_task("LiftCube")
+    z = np.array([[0, 0, half + 0.081], [0, 0, half + 0.079], [0, 0, half + 0.081], [0, 0, 0.2]])
+    held = np.array([[0, 0, 0.019], [0, 0, 0.0], [0.021, 0, 0], [0, 0, 0]])  # the cube flung up, not held, then held
+    assert lift.success(sensor_obs(lift, 4, cube_pos=z, cube_rel=held)).tolist() == [True, False, False, True]
+
+    from grpo_robot.envs.place_cube import REST_Z
+
+    place = make_task("PlaceCube")
+    cube = np.array([[0.029, 0, REST_Z], [0.031, 0, REST_Z], [0, 0, REST_Z + 0.005], [0, 0, REST_Z + 0.007],
+                     [0, 0, REST_Z - 0.007], [0, 0, REST_Z], [0, 0, REST_Z]])  # fmt: skip
+    finger = np.array([[half + 0.009]] * 5 + [[half + 0.007], [half]])  # the last two still grip the cube
+    obs = sensor_obs(place, 7, cube_pos=cube, target_pos=[0, 0, 0.0125], finger=finger)
+    assert place.success(obs).tolist() == [True, False, True, False, False, False, False]
+    assert REST_Z == pytest.approx(0.045)  # on the 2.5 cm pad
+
+    for task_id, tipped in (("PushCube-v3", False), ("PushCube-v2", True)):
+        push = make_task(task_id)
+        cube = np.array([[0.029, 0, half], [0.031, 0, half], [0, 0, half + 0.015], [0, 0, half + 0.017]])
+        obs = sensor_obs(push, 4, cube_pos=cube, goal_pos=[0, 0, half])
+        assert push.success(obs).tolist() == [True, False, True, tipped], task_id
+
+
+def test_the_starts_are_drawn_from_the_documented_ranges():
+    """Over 300 seeds: the grip point within 3 cm of home per axis, Reach's goal in the box
+    [-15, 15] cm x [-15, 15] cm x [3, 25] cm, the cubes in their squares, PushCube's goal at least
+    8 cm and PlaceCube's pad at least 11 cm from the cube, each within 15 cm of the centre; each
+    range is spanned to within a few centimetres."""
+    seeds = range(300)
+    for name in TASKS:
+        task = make_task(name)
+        obs, mocap = [], []
+        for seed in seeds:
+            _, m, o = task.initial_condition(seed)
+            obs.append(o)
+            mocap.append(m[:3])
+        obs, mocap = np.array(obs), np.array(mocap)
+        grip = task.read(obs, "grip_pos") - scene.HOME
+        assert (np.abs(grip) <= 0.03 + 1e-9).all() and (grip.min(0) < -0.025).all() and (grip.max(0) > 0.025).all()
+        if name == "Reach":
+            assert (mocap.min(0) >= [-0.15, -0.15, 0.03]).all() and (mocap.max(0) <= [0.15, 0.15, 0.25]).all()
+            assert (mocap.min(0) < [-0.13, -0.13, 0.05]).all() and (mocap.max(0) > [0.13, 0.13, 0.23]).all()
+            continue
+        cube = task.read(obs, "cube_pos")
+        edge = {"PushCube": 0.1, "LiftCube": 0.1, "PlaceCube": 0.12}[name]
+        assert (np.abs(cube[:, :2]) <= edge).all() and (np.abs(cube[:, :2]).max(0) > edge - 0.01).all(), name
+        np.testing.assert_allclose(cube[:, 2], scene.CUBE_HALF, atol=1e-9)
+        if name == "LiftCube":
+            continue
+        apart = np.linalg.norm(mocap[:, :2] - cube[:, :2], axis=-1)
+        assert apart.min() >= {"PushCube": 0.08, "PlaceCube": 0.11}[name] and (np.abs(mocap[:, :2]) <= 0.15).all()
+
+
+def test_the_horizons_and_observation_sizes_are_the_readmes():
+    """Each task's episode length and observation size, as the README's table of built-in tasks
+    gives them (a change of either is a new task version)."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    rows = re.findall(r"^\| `grpo_robot/(\w+-v\d+)` \| [^|]+ \| (\d+) \| (\d+) \|", readme, re.M)
+    assert len(rows) == len(TASKS)
+    for task_id, horizon, obs_dim in rows:
+        task = make_task(task_id)
+        assert task.name in TASKS and task.version == TASKS[task.name].version
+        assert (task.horizon, task.obs_dim) == (int(horizon), int(obs_dim)), task_id
+    assert {name: make_task(name).horizon for name in TASKS} == {"Reach": 50, "PushCube": 100, "LiftCube": 80,
+                                                                 "PlaceCube": 120}  # fmt: skip
+
+
+def test_float_seeds_are_refused():
+    from grpo_robot.seed_ranges import check_seeds
+
+    with pytest.raises(ValueError, match="2 integers .one per world., got shape .2,. and dtype float64"):
+        check_seeds([0.0, 1.0], 2)
+    with pytest.raises(ValueError, match="dtype bool"):
+        check_seeds([True, False], 2)
+    assert check_seeds(np.array([0, 7], np.uint32), 2).tolist() == [0, 7]
