@@ -111,6 +111,27 @@ def test_policy_loss_by_hand():
     assert loss_kl.item() == pytest.approx(loss.item() + 0.5 * kl) and metrics["kl_ref"].item() == pytest.approx(kl)
 
 
+def test_an_unset_clip_bound_is_eps_whichever_bound_is_set():
+    # ratios 1.15 and 0.85 of two one-step trajectories with A = 1 and A = -1
+    logp = torch.log(torch.tensor([[1.15], [0.85]]))
+    layout = Layout(torch.tensor([0, 1]), torch.tensor([1, 1]), torch.arange(2), horizon=4)
+    adv = torch.tensor([1.0, -1.0])
+    for clip, objectives in [(ClipConfig(eps=0.2, low=0.1), (1.15, -0.9)),  # 1 - 0.1 clips 0.85; 1.15 < 1.2
+                             (ClipConfig(eps=0.2, high=0.1), (1.1, -0.85)),  # 1 + 0.1 clips 1.15; 0.85 > 0.8
+                             (ClipConfig(eps=0.1), (1.1, -0.9))]:  # fmt: skip
+        loss, metrics = clipped_policy_loss(logp, torch.zeros(2, 1), adv, layout, AlgoConfig(clip=clip))
+        assert loss.item() == pytest.approx(-sum(objectives) / 2), clip
+        assert metrics["clip_fraction"].item() == sum(o not in (1.15, -0.85) for o in objectives) / 2
+
+
+def test_the_entropy_metric_is_per_action_step_summed_over_its_tokens():
+    layout = Layout(torch.tensor([0, 0, 1]), torch.tensor([2, 1]), torch.arange(2), horizon=4)
+    entropy = torch.tensor([[0.5, 1.0, 1.5], [2.0, 0.0, 1.0], [0.0, 0.3, 0.0]])  # 3 steps of 3 tokens
+    logp = torch.zeros(3, 3)
+    _, metrics = clipped_policy_loss(logp, logp, torch.ones(3), layout, AlgoConfig(), entropy=entropy)
+    assert metrics["entropy"].item() == pytest.approx((3.0 + 3.0 + 0.3) / 3)
+
+
 def test_a_zero_advantage_step_whose_ratio_overflows_leaves_the_loss_finite():
     """A log-ratio of 89 overflows float32's exp to inf: 0 * inf made the zero-advantage term NaN,
     and with a KL term (which brings such rows into the loss) the minibatch's step was thrown away."""
@@ -388,6 +409,8 @@ def test_dr_grpo_and_rloo_advantages_by_hand():
     assert torch.allclose(rloo[0], 8 / 7 * dr[0])
     for name in ("grpo", "dr_grpo", "rloo"):
         assert (ADVANTAGE_ESTIMATORS[name](rewards, 1e-6)[1] == 0).all()
+    with pytest.raises(ValueError, match="rloo needs groups of at least 2, got 1"):
+        ADVANTAGE_ESTIMATORS["rloo"](torch.ones(3, 1), 0.0)  # no other member to be the baseline
 
 
 def test_clip_higher_and_dual_clip_by_hand():
