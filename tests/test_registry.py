@@ -88,6 +88,29 @@ def test_names_load_nothing_and_entries_load_their_module():
     assert all(isinstance(getattr(registry, name), Registry) for name in REGISTRIES)
 
 
+def test_a_built_in_name_filed_by_its_module_is_named_once():
+    table = Registry("grpo_robot.no_such_module", ("a", "b"))
+    table.file("b", 2)
+    table.file("z", 26)
+    assert table.names() == ("a", "b", "z")
+    assert "grpo" in list(ADVANTAGE_ESTIMATORS)  # loaded: its module filed the built-in names
+    assert ADVANTAGE_ESTIMATORS.names()[:4] == ("grpo", "dr_grpo", "rloo", "gae")
+    assert len(set(ADVANTAGE_ESTIMATORS.names())) == len(ADVANTAGE_ESTIMATORS.names())
+
+
+def test_a_plugins_estimator_needs_a_critic_as_its_entry_says():
+    from grpo_robot.algo import register_advantage
+
+    try:
+        register_advantage("test_plugin_group")(lambda rewards, eps=0.0: rewards)
+        register_advantage("test_plugin_critic", needs_critic=True)(lambda *args: args)
+        assert not needs_critic("test_plugin_group") and needs_critic("test_plugin_critic")
+    finally:
+        for name in ("test_plugin_group", "test_plugin_critic"):
+            ADVANTAGE_ESTIMATORS.pop(name, None)
+    assert "test_plugin_group" not in ADVANTAGE_ESTIMATORS
+
+
 def test_a_policy_registered_by_a_plugin_trains_with_the_keys_its_constructor_takes(tmp_path):
     """A plugin's policy (`register_policy`) gets the `policy.` keys its constructor takes, through
     the `**kwargs` it hands to GaussianPolicy; it got the tokenized policy's (bins, head, ...)."""
