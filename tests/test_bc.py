@@ -101,6 +101,57 @@ def test_demos_of_a_built_in_task_keep_the_env_configs_horizon_and_outcome():
         collect_demos("Reach", 2, outcome="last")
 
 
+def test_attempts_stop_at_max_attempts_within_a_batch_and_the_rate_is_kept_over_attempted():
+    from grpo_robot.demos import CollectStats, TooFewDemos
+
+    with pytest.raises(TooFewDemos, match="succeeded in only 0 of 5 episodes"):  # batches of 3: 3, then 2 more
+        collect_demos("Reach", 1, horizon=2, nthread=1, max_attempts=5, batch_size=3)
+    assert CollectStats(10, 4, 1, 7.5).to_json() == {"attempted": 10, "kept": 4, "expert_success_rate": 0.4,
+                                                     "failed_physics": 1, "mean_length": 7.5}  # fmt: skip
+    assert CollectStats(0, 0, 0, 0.0).to_json()["expert_success_rate"] == 0.0
+
+
+def small_demos(**changed) -> DemoDataset:
+    """Two episodes of 3 and 2 steps of a 3-column observation and a 2-column action, changed by `changed`."""
+    arrays = dict(obs=np.zeros((5, 3), np.float32), actions=np.zeros((5, 2), np.float32),
+                  expert_actions=np.zeros((5, 2), np.float32), lengths=np.array([3, 2]),
+                  seeds=np.array([4, 9]))  # fmt: skip
+    return DemoDataset(**{**arrays, **changed}, env={"task": "Reach", "version": 1})  # fmt: skip
+
+
+def test_a_bad_value_is_named_by_its_episode_and_step_and_labels_keep_to_the_unit_box():
+    from grpo_robot.demos import DatasetError
+
+    for row, where in ((2, "episode 0, step 2"), (3, "episode 1, step 0"), (4, "episode 1, step 1")):
+        obs = np.zeros((5, 3), np.float32)
+        obs[row, 1] = np.nan
+        with pytest.raises(DatasetError, match=rf"^f: obs\[{row}, 1\] is nan \({where}\); obs must be finite$"):
+            small_demos(obs=obs).check("f")
+    for name in ("actions", "expert_actions"):
+        for value, ok in ((1.0 + 1e-7, True), (-1.0 - 1e-7, True), (1.0078125, False), (-1.0078125, False)):
+            steps = np.zeros((5, 2), np.float32)
+            steps[3, 0] = value
+            if ok:
+                small_demos(**{name: steps}).check("f")
+            else:
+                with pytest.raises(DatasetError, match=rf"{name}\[3, 0\] is -?1.0078125 \(episode 1, step 0\)"):
+                    small_demos(**{name: steps}).check("f")
+
+
+def test_a_version_1_demo_file_still_loads(tmp_path):
+    """Format version 1 (built-in tasks only) named the task and its version in arrays of their own."""
+    data = small_demos()
+    path = tmp_path / "v1.npz"
+    np.savez_compressed(path, **{name: getattr(data, name) for name in ARRAYS}, task=np.array("Reach"),
+                        task_version=np.array(0), noise=np.array(0.1), format_version=np.array(1))  # fmt: skip
+    loaded = DemoDataset.load(path)
+    assert loaded.env == {"task": "Reach", "version": 0, "obs_dim": 3, "action_dim": 2}
+    assert (loaded.env_config, loaded.source, loaded.noise, loaded.task_id) == ({"task": "Reach-v0"}, "Reach expert",
+                                                                               0.1, "Reach-v0")  # fmt: skip
+    assert all(np.array_equal(getattr(loaded, a), getattr(data, a)) for a in ARRAYS)
+    np.testing.assert_array_equal(loaded.episode(1)[0], data.obs[3:])
+
+
 def test_a_clone_whose_loss_goes_non_finite_keeps_its_best_weights_or_says_it_diverged():
     data, _ = collect_demos("Reach", 4, nthread=1)
     policy_cfg, cfg = PolicyConfig(hidden_sizes=[16]), BCConfig(max_steps=50, eval_every=1, val_fraction=0.25, seed=0)
