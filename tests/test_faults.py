@@ -280,6 +280,40 @@ def test_resume_keeps_the_run_and_refuses_changes_to_what_is_trained(tmp_path):
     assert state(tmp_path / "branch" / "checkpoints" / "last.pt")["iteration"] == 4
 
 
+def test_a_resume_may_change_the_safe_keys_alone_and_counts_a_key_the_command_line_added():
+    from grpo_robot.config import config_dict
+    from grpo_robot.resume import check_same_run, flatten, touched_keys
+
+    saved = config_dict(compose_train_config(*TINY))
+    for safe in ("env.nthread=2", "device=cpu", "iterations=7", "eval_seeds=16", "checkpoint_every=3", "progress=true"):
+        check_same_run(saved, compose_train_config(*TINY, safe), "resume=run")
+    with pytest.raises(ValueError, match=r"^resume=run: seed=1 differs from the run's seed=0; a resumed run keeps"):
+        check_same_run(saved, compose_train_config(*TINY, "seed=1"), "resume=run")
+    # lists are leaves; a key the command line added as null differs from one that is not there
+    assert flatten({"b": {"c": 1, "d": [1, {"e": 2}]}, "f": None}) == {"b.c": 1, "b.d": [1, {"e": 2}], "f": None}
+    assert touched_keys({"a": {"x": None, "y": 2}, "b": 1}, {"a": {"y": 2}, "b": 1}) == {"a.x"}
+    assert touched_keys({"a": {"y": 2}}, {"a": {"x": None, "y": 2}}) == {"a.x"}
+
+
+def test_a_resume_of_a_run_that_spent_exactly_its_env_steps_has_nothing_to_do(tmp_path):
+    run_dir = tmp_path / "run"
+    assert run_main("train", *TINY, "iterations=1", f"hydra.run.dir={run_dir}").code == 0
+    spent = int(state(run_dir / "checkpoints" / "last.pt")["env_steps"])
+    out = run_main("train", f"resume={run_dir}", "iterations=5", f"max_env_steps={spent}")
+    assert out.code == 0 and f"finished already: 1 iterations, {spent:,} env steps (max_env_steps={spent})" in \
+        out.stdout, out.stdout + out.stderr  # fmt: skip
+    assert state(run_dir / "checkpoints" / "last.pt")["iteration"] == 1
+
+
+def test_the_last_lines_stop_reason_names_the_budget_the_target_or_the_hook():
+    cfg = compose_train_config(*TINY, "max_env_steps=5000", "time_limit_min=2.5", "target_success=0.9")
+    assert cli._stop_reason("max_env_steps", cfg) == " (stopped at its budget, max_env_steps=5000)"
+    assert cli._stop_reason("time_limit_min", cfg) == " (stopped at its budget, time_limit_min=2.5)"
+    assert cli._stop_reason("target_success", cfg) == " (stopped at target_success=0.9)"
+    assert cli._stop_reason("Plateau", cfg) == " (stopped by the Plateau hook)"
+    assert [cli._stop_reason(s, cfg) for s in (None, "iterations", "signal", "error")] == [""] * 4
+
+
 def test_a_linear_schedule_keeps_its_budget_on_resume(tmp_path):
     """The rate decays over the run's budget: a resume with another budget trained neither run."""
     run_dir = tmp_path / "run"
