@@ -314,6 +314,30 @@ def test_the_last_lines_stop_reason_names_the_budget_the_target_or_the_hook():
     assert [cli._stop_reason(s, cfg) for s in (None, "iterations", "signal", "error")] == [""] * 4
 
 
+# in a process of its own: emergency_exit ends it
+EMERGENCY = """
+from grpo_robot import lifecycle
+
+def interrupted(reason):
+    raise KeyboardInterrupt
+
+lifecycle.on_emergency(lambda reason: None)
+lifecycle.on_emergency(lambda reason: f"saved after {reason}")
+lifecycle.on_emergency(interrupted)
+remove = lifecycle.on_emergency(lambda reason: "never run")
+remove()
+remove()
+print("before", end="")
+lifecycle.emergency_exit("stuck", 3)
+print("after")
+"""
+
+
+def test_an_emergency_exit_runs_every_handler_even_past_an_interrupt_and_exits_with_its_code():
+    out = subprocess.run([sys.executable, "-c", EMERGENCY], capture_output=True, text=True, timeout=60)
+    assert (out.returncode, out.stdout) == (3, "before"), out.stderr
+    assert out.stderr == "error: stuck saved after stuck (could not save: KeyboardInterrupt: )\n"
+
 def test_a_linear_schedule_keeps_its_budget_on_resume(tmp_path):
     """The rate decays over the run's budget: a resume with another budget trained neither run."""
     run_dir = tmp_path / "run"
