@@ -545,6 +545,15 @@ def test_a_sweep_over_checkpoints_reports_their_mean_with_an_interval_across_the
     assert re.search(r"\(the mean, under 4\); each: [\d.]+%, [\d.]+%, [\d.]+%$", lines[1]) and len(set(rates)) > 1
 
 
+def test_a_checkpoint_belongs_to_the_run_above_its_checkpoints_folder(tmp_path):
+    from grpo_robot.cli import _run_of
+
+    run = tmp_path / "sweep" / "0"
+    assert _run_of(run / "checkpoints" / "last.pt") == _run_of(run / "checkpoints" / "best.pt") == str(run.resolve())
+    assert _run_of(tmp_path / "clone.pt") == str((tmp_path / "clone.pt").resolve())  # a file of its own
+    assert _run_of(tmp_path / "sweep" / "1" / "last.pt") == str((tmp_path / "sweep" / "1" / "last.pt").resolve())
+
+
 def test_evaluations_that_differ_name_their_outputs_apart():
     from types import SimpleNamespace
 
