@@ -83,6 +83,17 @@ def test_a_replay_with_other_actions_fails():
     assert not replay(data).any()
 
 
+def test_a_replay_that_succeeds_before_the_recorded_end_does_not_match():
+    data, _ = collect_demos("Reach", 2, nthread=1)
+    end = int(data.lengths[0])  # episode 0 gets one more step after its success: its replay ends a step sooner
+    rows = np.r_[0:end, end - 1, end : len(data.obs)]
+    longer = replace(data, obs=data.obs[rows], actions=data.actions[rows], expert_actions=data.expert_actions[rows],
+                     lengths=data.lengths + [1, 0])  # fmt: skip
+    longer.check("longer")
+    np.testing.assert_array_equal(replay(data), [True, True])
+    np.testing.assert_array_equal(replay(longer), [False, True])
+
+
 def test_demos_of_a_built_in_task_keep_the_env_configs_horizon_and_outcome():
     # collected on the config's horizon and outcome, recorded with them, and replayed with them: the
     # horizon was ignored (Reach's own 50 steps) and a final-step dataset replayed as all failures
