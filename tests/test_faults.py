@@ -338,6 +338,7 @@ def test_an_emergency_exit_runs_every_handler_even_past_an_interrupt_and_exits_w
     assert (out.returncode, out.stdout) == (3, "before"), out.stderr
     assert out.stderr == "error: stuck saved after stuck (could not save: KeyboardInterrupt: )\n"
 
+
 def test_a_linear_schedule_keeps_its_budget_on_resume(tmp_path):
     """The rate decays over the run's budget: a resume with another budget trained neither run."""
     run_dir = tmp_path / "run"
