@@ -27,8 +27,8 @@ SAFE_KEYS = (
 
 
 def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
-    """A nested dict's leaves by dotted key (lists are leaves)."""
-    if not isinstance(node, dict):
+    """A nested dict's leaves by dotted key (lists, and empty dicts below the root, are leaves)."""
+    if not isinstance(node, dict) or (not node and prefix):
         return {prefix: node}
     out: dict[str, Any] = {}
     for key, value in node.items():

@@ -291,6 +291,9 @@ def test_a_resume_may_change_the_safe_keys_alone_and_counts_a_key_the_command_li
         check_same_run(saved, compose_train_config(*TINY, "seed=1"), "resume=run")
     # lists are leaves; a key the command line added as null differs from one that is not there
     assert flatten({"b": {"c": 1, "d": [1, {"e": 2}]}, "f": None}) == {"b.c": 1, "b.d": [1, {"e": 2}], "f": None}
+    # an empty mapping (env.kwargs: {}) is a leaf: filled on one side only, it differs from the other's
+    assert flatten({"a": {}, "b": {"c": {}}}) == {"a": {}, "b.c": {}} and flatten({}) == {}
+    assert touched_keys({"kwargs": {"x": 1}}, {"kwargs": {}}) == {"kwargs", "kwargs.x"}
     assert touched_keys({"a": {"x": None, "y": 2}, "b": 1}, {"a": {"y": 2}, "b": 1}) == {"a.x"}
     assert touched_keys({"a": {"y": 2}}, {"a": {"x": None, "y": 2}}) == {"a.x"}
 
