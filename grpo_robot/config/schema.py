@@ -181,7 +181,7 @@ def policy_kwargs(cfg: PolicyConfig, task: str | None = None) -> dict[str, Any]:
     return {**{k: v for k, v in {**gaussian, **tokenized}.items() if k in takes}, **dict(plain(cfg.options))}
 
 
-def mirror_axes(cfg: PolicyConfig, task: str | None) -> list[dict[str, list[int]]]:
+def mirror_axes(cfg: PolicyConfig, task: str | None) -> list[dict[str, Any]]:
     """The mirror axes `policy.mirror=true` gives a policy: those the built-in `env.task=task`
     declares (envs/task.py), else `policy.mirror_axes`."""
     if task:

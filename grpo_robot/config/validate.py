@@ -366,8 +366,8 @@ def check_mirror(pol: PolicyConfig, env: EnvConfig) -> None:
         _check(bool(pol.mirror_axes), "policy.mirror", pol.mirror,
                f"needs the env's mirror symmetries: {env_source(env)} is not a built-in task, so give them as "
                "policy.mirror_axes=[{key: [i, j], obs: [...], action: [...]}, ...] (docs/custom_envs.md)")  # fmt: skip
-    swaps_actions = isinstance(plain(pol.mirror_axes), list) and any(
-        isinstance(axis, dict) and axis.get("swap_action") for axis in plain(pol.mirror_axes))  # fmt: skip
+    axes = plain(pol.mirror_axes)
+    swaps_actions = isinstance(axes, list) and any(isinstance(axis, dict) and axis.get("swap_action") for axis in axes)
     _check(not (swaps_actions and pol.type == "tokenized" and pol.head == "autoregressive"), "policy.head", pol.head,
            "must be factorized where policy.mirror_axes swap actions (swap_action): the autoregressive head decodes "
            "the dimensions in a fixed order")  # fmt: skip
