@@ -237,8 +237,8 @@ class TokenizedPolicy(Policy):
             out = torch.where(reflected, out.flip(-1), out)
         if self.log_temperature is not None:
             scale = torch.exp(-self.log_temperature)  # [D, 1]
-            if frame is not None and frame.perm is not None:
-                scale = scale[:, 0][frame.perm][..., None]  # each row's dimensions in its world order
+            if frame is not None and frame.perm is not None:  # each row's dimensions in its world order
+                scale = frame.order(scale[:, 0].expand_as(frame.perm))[..., None]
             return out * scale
         return out if self.temperature == 1.0 else out / self.temperature  # x / 1 is x: skip the pass
 
