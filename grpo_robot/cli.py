@@ -533,16 +533,19 @@ def _pretrain_bc(cfg: DictConfig) -> None:
         except (OSError, ValueError) as err:  # a full disk, or a clone with non-finite weights
             _fail(str(err), code=1)
 
-    save(None)  # the clone is kept whatever becomes of its evaluation (a signal, a failing env)
-    if cfg.eval_seeds == 0:
-        print(f"checkpoint: {output}")
-        return
-    failed = None
-    eval_env = make_eval_env(train_cfg, cfg.eval_seeds, worlds=cfg.eval_worlds)
+    failed, eval_env = None, None
     try:
-        with SignalGuard() as guard, guard.abandonable():  # Ctrl-C or SIGTERM abandons the evaluation at once
-            evaluation = evaluate(eval_env, policy, eval_seeds(cfg.eval_seeds), device, True, None,
-                                  env_cfg.outcome == "final_step")  # fmt: skip
+        # One guard from the first save on: a signal while the clone is written is held until the
+        # evaluation starts, and one while its env is built abandons it like one during it.
+        with SignalGuard() as guard:
+            save(None)  # the clone is kept whatever becomes of its evaluation (a signal, a failing env)
+            if cfg.eval_seeds == 0:
+                print(f"checkpoint: {output}")
+                return
+            with guard.abandonable():  # Ctrl-C or SIGTERM abandons the evaluation at once
+                eval_env = make_eval_env(train_cfg, cfg.eval_seeds, worlds=cfg.eval_worlds)
+                evaluation = evaluate(eval_env, policy, eval_seeds(cfg.eval_seeds), device, True, None,
+                                      env_cfg.outcome == "final_step")  # fmt: skip
         print(f"{eval_env.name}, deterministic, on {cfg.eval_seeds} held-out seeds: {evaluation.summary()}")
         save(evaluation)
     except EnvFailure as err:  # the clone stays saved, without an evaluation
@@ -552,7 +555,8 @@ def _pretrain_bc(cfg: DictConfig) -> None:
         _fail(f"stopped by {stop} during the held-out evaluation; the clone is saved without one: {output}",
               code=128 + stop.signum)  # fmt: skip
     finally:
-        eval_env.close()
+        if eval_env is not None:
+            eval_env.close()
     print(f"checkpoint: {output}")
     if failed is not None:
         _fail(f"the held-out evaluation failed: {failed}; the clone is saved without one: {output}", code=1)

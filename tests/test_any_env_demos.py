@@ -828,8 +828,11 @@ def test_pretrain_bc_keeps_its_dataset_and_its_kwargs_and_evaluates_on_a_few_wor
     assert out.code == 0 and toy_envs.CountedReach.built == 4, (out.stderr, toy_envs.CountedReach.built)
 
 
-def test_a_signal_during_pretrain_bcs_evaluation_keeps_the_clone_and_is_one_line(tmp_path):
-    """Ctrl-C while the clone was evaluated: a traceback, and the trained clone was never written."""
+@pytest.mark.parametrize("delay", [0.0, 0.5])
+def test_a_signal_during_pretrain_bcs_evaluation_keeps_the_clone_and_is_one_line(tmp_path, delay):
+    """Ctrl-C while the clone was evaluated: a traceback, and the trained clone was never written.
+    At once after the clone is written (its eval env is being built) or half a second later (into
+    the evaluation): the same one line and the same saved clone."""
     import os
     import signal
     import subprocess
@@ -850,7 +853,7 @@ def test_a_signal_during_pretrain_bcs_evaluation_keeps_the_clone_and_is_one_line
     deadline = time.monotonic() + 120
     while not bc.exists() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.05)
-    time.sleep(0.5)  # into the evaluation (200 seeds on 16 worlds at 10 ms a step: about 20 s)
+    time.sleep(delay)  # 0.5 s: into the evaluation (200 seeds on 16 worlds at 10 ms a step: about 20 s)
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, (proc.returncode, stderr[-2000:])
