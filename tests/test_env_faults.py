@@ -405,6 +405,26 @@ def test_a_nan_success_flag_fails_its_world_instead_of_counting_as_a_success(in_
         GymGroupEnv(toy("NaNSuccess", kwargs={"at": 1}), 2)
 
 
+def test_a_world_that_succeeds_as_it_breaks_has_failed_in_training_and_in_demos():
+    """Success and a non-finite observation at one step: the world has failed, not succeeded,
+    wherever it runs (a success read before the check would train on, or keep, a broken world)."""
+    from grpo_robot.demos import collect_expert_demos
+
+    env = GymGroupEnv(toy("SucceedsAsItBreaks"), 4)
+    try:
+        env.reset([10, 11, 12, 13])
+        for _ in range(2):
+            env.step(np.zeros((4, 2)))
+        np.testing.assert_array_equal(env.failed, [True, False, True, False])
+        np.testing.assert_array_equal(env.success, [False, True, False, True])
+        np.testing.assert_array_equal(env.terminated, [False, True, False, True])
+    finally:
+        env.close()
+    data, stats = collect_expert_demos(toy("SucceedsAsItBreaks"), "toy_envs:point_expert", 3, max_attempts=20)
+    assert (data.seeds % 2 == 1).all() and stats.failed_physics == stats.attempted - 3 > 0, (data.seeds, stats)
+    assert np.isfinite(data.obs).all() and (data.lengths == 2).all()
+
+
 def test_every_world_failing_is_one_env_failure():
     env = GymGroupEnv(toy("NaNFrom", kwargs={"at": 1}), 4)
     try:

@@ -345,6 +345,25 @@ class NaNSuccess(PointReach):
                                                     else info["is_success"]}  # fmt: skip
 
 
+class SucceedsAsItBreaks(PointReach):
+    """Reports success at step `at` in every world; in the worlds reset from an even seed, its
+    observation at that step is non-finite too (the physics broke as the goal was met)."""
+
+    def __init__(self, at: int = 2, **kwargs):
+        super().__init__(**kwargs)
+        self.at = at
+
+    def reset(self, *, seed=None, options=None):
+        self.even = seed is not None and seed % 2 == 0
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        if self.t < self.at:
+            return obs, 0.0, terminated, truncated, {"is_success": False}
+        return obs * np.nan if self.even else obs, 1.0, terminated, truncated, {"is_success": True}
+
+
 class DiscreteActions(PointReach):
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
