@@ -38,8 +38,9 @@ def start_training(run_dir: Path, *extra: str, **popen) -> subprocess.Popen:
                             **popen)  # fmt: skip
 
 
-def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 60.0) -> None:
-    """Until `path` exists (the run is training), or fail with what the process said."""
+def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 180.0) -> None:
+    """Until `path` exists (the run is training), or fail with what the process said. The deadline
+    is generous: several runs may start at once on a pinned worker's one core of a slow machine."""
     deadline = time.monotonic() + timeout
     while not path.exists():
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -138,9 +139,13 @@ def test_sigkill_at_random_moments_then_resume_is_bit_identical(tmp_path):
             else [f"resume={run_dir}"]  # fmt: skip
         proc = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "train.py"), *where], cwd=tmp_path,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180
         while state_iteration(run_dir) <= reached and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.02)
+        if state_iteration(run_dir) <= reached and proc.poll() is None:
+            proc.kill()
+            err = proc.communicate()[1]
+            pytest.fail(f"kill {kill}: no iteration past {reached} was saved within 180 s: {err[-2000:]}")
         time.sleep(rng.uniform(0.0, 0.6))
         proc.kill()
         proc.wait(timeout=30)

@@ -5,6 +5,7 @@ either. And the kinematic reset equals a full `mj_forward` reset."""
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -501,14 +502,21 @@ def test_an_abandoned_rollout_stops_its_parts_at_their_next_step():
     env.parallel_parts = True
     torch.manual_seed(0)
     policy = build_policy("gaussian", env.obs_dim, env.action_dim, hidden_sizes=[32, 32], init_std=1.0)
+    step_part, calls = env.step_part, []
+
+    def signalling_step_part(*args, **kwargs):  # the signal comes once the parts are stepping, however slow
+        calls.append(1)
+        if len(calls) == 3:
+            os.kill(os.getpid(), signal.SIGALRM)
+        return step_part(*args, **kwargs)
+
+    env.step_part = signalling_step_part
     previous = signal.signal(signal.SIGALRM, abandon)
     try:
-        signal.setitimer(signal.ITIMER_REAL, 0.05)
         with pytest.raises(Abandoned):
             collect(env, policy, group_seeds(np.arange(8), 8), torch.device("cpu"), iteration_generator(0, 0, "cpu"),
                     split=2)  # fmt: skip
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
     assert not [t for t in threading.enumerate() if t.name.startswith("rollout-part")]
     assert 0 < env.steps.max() < env.horizon  # stopped well before the episode's end

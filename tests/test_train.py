@@ -87,7 +87,7 @@ def test_short_training_run_beats_initial_policy(tmp_path):
     summary = trainer.run()
     seconds = time.perf_counter() - start
     after = trainer.last_eval.rate
-    assert seconds < 60, f"took {seconds:.0f} s"
+    assert seconds < 180, f"took {seconds:.0f} s"  # a loop gone slow by far, not a benchmark
     assert after >= before + 0.4, f"success {before:.2f} -> {after:.2f}"
     assert summary["env_steps"] > 0
     ckpt = torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=True)
