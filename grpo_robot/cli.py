@@ -10,7 +10,10 @@ import dataclasses
 import json
 import logging
 import re
+import signal
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -46,6 +49,40 @@ def _fail(message: str, code: int = 2) -> None:
     """One line on stderr and exit: code 2 for bad input (before any work), 1 for a failure during it."""
     print(f"error: {message}", file=sys.stderr)
     sys.exit(code)
+
+
+def _interrupt(signum: int, frame) -> None:
+    from grpo_robot.signals import Interrupted
+
+    raise Interrupted(signum)
+
+
+@contextmanager
+def _signals_interrupt() -> Iterator[None]:
+    """Ctrl-C and SIGTERM raise `Interrupted` inside the block, outside the work's own signal
+    guards (which take over while they run, grpo_robot/signals.py): while a command composes its
+    config, loads a checkpoint or builds its env, so that `_on_signal` can end it in one line (a
+    SIGTERM there used to end it without a word, a Ctrl-C with a traceback)."""
+    from grpo_robot.signals import CAUGHT
+
+    previous = {signum: signal.signal(signum, _interrupt) for signum in CAUGHT}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+@contextmanager
+def _on_signal(doing: str, cleanup: Callable[[], str | None] | None = None) -> Iterator[None]:
+    """A signal in the block ends the command with one line, `stopped by SIGINT <doing>`, and exit
+    code 128 + its number; `cleanup` runs first and may return other words for `doing`."""
+    from grpo_robot.signals import Interrupted
+
+    try:
+        yield
+    except Interrupted as stop:
+        _fail(f"stopped by {stop} {(cleanup() if cleanup else None) or doing}", code=128 + stop.signum)
 
 
 # the config keys the command line's overrides changed (set by `_run` when it composes the config)
@@ -109,9 +146,24 @@ def _job_fail(message: str, code: int) -> None:
 
 
 def _train(cfg: DictConfig) -> float | None:
+    run_dir = HydraConfig.get().runtime.output_dir
+    with _on_signal("before training started; no iteration ran", lambda: _unstarted_words(Path(run_dir))):
+        trainer = _trainer(cfg, run_dir)
+    if trainer is None:
+        return None
+    return _train_with(trainer)
+
+
+def _unstarted_words(run_dir: Path) -> str | None:
+    """A signal before training started: the run directory goes if it holds nothing of the run's."""
+    _remove_unstarted(run_dir)
+    return None if run_dir.exists() else "before training started; nothing written"
+
+
+def _trainer(cfg: DictConfig, run_dir: str):
+    """The run's `Trainer`, or None: the run finished already, or it is refused (one line)."""
     from grpo_robot.trainer import Trainer
 
-    run_dir = HydraConfig.get().runtime.output_dir
     try:
         train_cfg, ckpt = to_train_config(cfg), None
         if train_cfg.resume:
@@ -140,18 +192,21 @@ def _train(cfg: DictConfig) -> float | None:
             log.warning("%s (set by the preset or the command line)", setting)
         # the checkpoint read for the checks above, handed on and let go here (the trainer copies it in)
         _resumed.clear()
-        trainer = Trainer(train_cfg, run_dir, resumed=ckpt)
+        return Trainer(train_cfg, run_dir, resumed=ckpt)
     except (ValueError, FileNotFoundError) as err:  # ConfigError, or an init_from/demos/env that does not fit
         _remove_unstarted(Path(run_dir))
         _job_fail(str(err), 2)
         return None
+
+
+def _train_with(trainer) -> float | None:
     from grpo_robot.checkpoint import WriteError
     from grpo_robot.hooks import Refused
 
     try:
         summary = trainer.run()
     except Refused as err:  # a hook refused it before any work (a logger's service, an env that cannot film)
-        _remove_unstarted(Path(run_dir))
+        _remove_unstarted(trainer.run_dir)
         _job_fail(str(err), 2)
         return None
     except (WriteError, ValueError) as err:  # the run directory cannot be written or locked
@@ -202,43 +257,45 @@ def _evaluate(cfg: DictConfig) -> None:
     from grpo_robot.evaluation import eval_labels, evaluate
     from grpo_robot.seeding import STREAM_EVAL, eval_seeds, stream_seed
 
-    try:
-        validate_eval(cfg)
-        path = checkpoint.resolve(cfg.checkpoint)
-        device = resolve_device(cfg.device)
-        ckpt = checkpoint.load(path, map_location=device, purpose="evaluate")
-        train_cfg: TrainConfig = to_train_config(ckpt["config"])
-        if cfg.outcome is not None:  # success judged otherwise than the run judged it
-            train_cfg = dataclasses.replace(train_cfg, env=dataclasses.replace(train_cfg.env, outcome=cfg.outcome))
-        validate_eval(cfg, train_cfg)  # n_seeds worlds of its env fit in memory
-        policy = checkpoint.policy_from_record(ckpt["policy"], device)
-        if cfg.decode is not None:
-            policy.decode = cfg.decode
-        worlds = cfg.worlds
-        if worlds is None and ckpt.get("kind") == "bc":  # its config's algo was never chosen: pretrain_bc.py's worlds
-            worlds = PretrainConfig.eval_worlds
-        env = make_eval_env(train_cfg, cfg.n_seeds, worlds=worlds)
-        try:  # the env as built now still observes what the policy was trained on
-            checkpoint.check_env(ckpt, train_cfg.env, f"checkpoint={path}", env)
-        except ValueError:
-            env.close()
-            raise
-    except (ValueError, FileNotFoundError) as err:
-        _fail(str(err))
-    from grpo_robot.gym_vector import EnvFailure
-    from grpo_robot.signals import Interrupted, SignalGuard
-
-    film_env = None
-    if cfg.video:  # built, and rendering a frame, before the evaluation: an env that cannot film is refused first
-        from grpo_robot import video
-
+    # a signal while the checkpoint loads or the envs are built: one line (the evaluation has its own guard)
+    with _on_signal("before the evaluation started; nothing written"):
         try:
-            filmed = train_cfg if not cfg.video_kwargs else dataclasses.replace(train_cfg, env=dataclasses.replace(
-                train_cfg.env, kwargs={**train_cfg.env.kwargs, **OmegaConf.to_container(cfg.video_kwargs)}))
-            film_env = video.make_video_env(filmed, cfg.video)
-        except (ValueError, RuntimeError) as err:
-            env.close()
+            validate_eval(cfg)
+            path = checkpoint.resolve(cfg.checkpoint)
+            device = resolve_device(cfg.device)
+            ckpt = checkpoint.load(path, map_location=device, purpose="evaluate")
+            train_cfg: TrainConfig = to_train_config(ckpt["config"])
+            if cfg.outcome is not None:  # success judged otherwise than the run judged it
+                train_cfg = dataclasses.replace(train_cfg, env=dataclasses.replace(train_cfg.env, outcome=cfg.outcome))
+            validate_eval(cfg, train_cfg)  # n_seeds worlds of its env fit in memory
+            policy = checkpoint.policy_from_record(ckpt["policy"], device)
+            if cfg.decode is not None:
+                policy.decode = cfg.decode
+            worlds = cfg.worlds
+            if worlds is None and ckpt.get("kind") == "bc":  # its config's algo never chosen: pretrain_bc.py's worlds
+                worlds = PretrainConfig.eval_worlds
+            env = make_eval_env(train_cfg, cfg.n_seeds, worlds=worlds)
+            try:  # the env as built now still observes what the policy was trained on
+                checkpoint.check_env(ckpt, train_cfg.env, f"checkpoint={path}", env)
+            except ValueError:
+                env.close()
+                raise
+        except (ValueError, FileNotFoundError) as err:
             _fail(str(err))
+        from grpo_robot.gym_vector import EnvFailure
+        from grpo_robot.signals import Interrupted, SignalGuard
+
+        film_env = None
+        if cfg.video:  # built, and rendering a frame, before the evaluation: an env that cannot film is refused first
+            from grpo_robot import video
+
+            try:
+                filmed = train_cfg if not cfg.video_kwargs else dataclasses.replace(train_cfg, env=dataclasses.replace(
+                    train_cfg.env, kwargs={**train_cfg.env.kwargs, **OmegaConf.to_container(cfg.video_kwargs)}))
+                film_env = video.make_video_env(filmed, cfg.video)
+            except (ValueError, RuntimeError) as err:
+                env.close()
+                _fail(str(err))
     try:
         with SignalGuard() as guard, guard.abandonable():  # Ctrl-C or SIGTERM: one line, not a traceback
             result = evaluate(env, policy, eval_seeds(cfg.n_seeds, cfg.seeds), device, cfg.deterministic,
@@ -284,7 +341,8 @@ def _evaluate(cfg: DictConfig) -> None:
             from grpo_robot.rundir import fresh_file
 
             folder = fresh_file(folder)
-        _film(cfg, train_cfg, policy, result, device, folder, film_env)
+        with _on_signal(f"while filming; the evaluation is written ({output}), and every video written is whole"):
+            _film(cfg, train_cfg, policy, result, device, folder, film_env)
 
 
 OUTCOME_WORDS = {"any_step": "at any step", "final_step": "at the final step"}  # env.outcome, for the console
@@ -404,7 +462,8 @@ def _collect_demos(cfg: DictConfig) -> None:
     from grpo_robot.demos import collect_demos, collect_expert_demos
 
     try:
-        env_cfg = validate_collect(cfg)
+        with _on_signal("before collecting started; nothing written"):  # its env's module is imported, checked
+            env_cfg = validate_collect(cfg)
     except ValueError as err:
         _fail(str(err))
     d = cfg.demos
@@ -477,33 +536,34 @@ def _pretrain_bc(cfg: DictConfig) -> None:
     from grpo_robot.evaluation import evaluate
     from grpo_robot.seeding import eval_seeds
 
-    try:
-        env_cfg = validate_pretrain(cfg)
-        policy_cfg: PolicyConfig = OmegaConf.to_object(cfg.policy)
-        bc_cfg = OmegaConf.to_object(cfg.bc)
-        if bc_cfg.seed is None:  # null: 0 here (training's null is the run's seed)
-            bc_cfg.seed = 0
-        if env_cfg is not None:
-            pass
-        elif str(cfg.dataset).endswith(".npz"):  # the env it records, with the settings given (+env.horizon=...)
-            given = OmegaConf.to_container(cfg.env, resolve=True) if cfg.env is not None else {}
-            recorded = env_config_dict(env_config(DemoDataset.load(cfg.dataset).env_config))
-            kwargs = {**(recorded.get("kwargs") or {}), **(given.get("kwargs") or {})}  # +env.kwargs.k=v adds to them
-            env_cfg = env_config({**recorded, **given, **({"kwargs": kwargs} if kwargs else {})})
-        else:
-            raise ConfigError(f"dataset={cfg.dataset}: say which env it is for, as training does (env=<preset> or "
-                              "env=gym env.id=...)")  # fmt: skip
-        validate_env(env_cfg)
-        check_mirror(policy_cfg, env_cfg)
-        train_cfg = TrainConfig(env=env_cfg, policy=policy_cfg, bc=bc_cfg, eval_seeds=max(cfg.eval_seeds, 1))
-        check_memory(train_cfg, eval_seeds=cfg.eval_seeds, eval_key="eval_seeds", train=False)  # the .npz's env too
-        env = make_env(env_cfg, 1)  # the spaces and layout the dataset must match
-        data = load_demos(cfg.dataset, env_cfg, env, key="dataset", filter_key=cfg.filter_key)
-    except (ValueError, FileNotFoundError) as err:
-        _fail(str(err))
-    from grpo_robot.signals import Interrupted, SignalGuard
+    with _on_signal("before behaviour cloning started; nothing saved"):  # the dataset loads, the env is built
+        try:
+            env_cfg = validate_pretrain(cfg)
+            policy_cfg: PolicyConfig = OmegaConf.to_object(cfg.policy)
+            bc_cfg = OmegaConf.to_object(cfg.bc)
+            if bc_cfg.seed is None:  # null: 0 here (training's null is the run's seed)
+                bc_cfg.seed = 0
+            if env_cfg is not None:
+                pass
+            elif str(cfg.dataset).endswith(".npz"):  # the env it records, with the settings given (+env.horizon=...)
+                given = OmegaConf.to_container(cfg.env, resolve=True) if cfg.env is not None else {}
+                recorded = env_config_dict(env_config(DemoDataset.load(cfg.dataset).env_config))
+                kwargs = {**(recorded.get("kwargs") or {}), **(given.get("kwargs") or {})}  # +env.kwargs.k=v adds
+                env_cfg = env_config({**recorded, **given, **({"kwargs": kwargs} if kwargs else {})})
+            else:
+                raise ConfigError(f"dataset={cfg.dataset}: say which env it is for, as training does (env=<preset> or "
+                                  "env=gym env.id=...)")  # fmt: skip
+            validate_env(env_cfg)
+            check_mirror(policy_cfg, env_cfg)
+            train_cfg = TrainConfig(env=env_cfg, policy=policy_cfg, bc=bc_cfg, eval_seeds=max(cfg.eval_seeds, 1))
+            check_memory(train_cfg, eval_seeds=cfg.eval_seeds, eval_key="eval_seeds", train=False)  # the .npz's env too
+            env = make_env(env_cfg, 1)  # the spaces and layout the dataset must match
+            data = load_demos(cfg.dataset, env_cfg, env, key="dataset", filter_key=cfg.filter_key)
+        except (ValueError, FileNotFoundError) as err:
+            _fail(str(err))
+        from grpo_robot.signals import Interrupted, SignalGuard
 
-    device = resolve_device(cfg.device)
+        device = resolve_device(cfg.device)
     try:
         with SignalGuard() as guard, guard.abandonable():  # Ctrl-C or SIGTERM: one line, not a traceback
             policy, result = clone(data, policy_cfg, bc_cfg, device, task=env_cfg.task)
@@ -977,12 +1037,22 @@ def search_path_override(config_dir: str) -> str:
     return f"hydra.searchpath=[{rundir.override_value('file://' + str(folder))}]"
 
 
+# what a signal outside the stretches that name their own words leaves behind (`_on_signal`)
+WHOLE_FILES = "before it finished; every file it wrote is whole (each is written whole or not at all)"
+
+
 def _run(config_name: str, task) -> None:
     """Compose `conf/<config_name>.yaml` with Hydra (overrides from the command line) and run `task`.
 
     The config is composed and validated here first, so that a bad value or a Hydra error is one
     line and exit code 2 before Hydra creates any directory; a training run then claims and locks
-    its run directory (grpo_robot/rundir.py). Hydra's own flags (--help, --cfg, ...) skip this."""
+    its run directory (grpo_robot/rundir.py). Hydra's own flags (--help, --cfg, ...) skip this.
+    Ctrl-C or SIGTERM ends the command in one line wherever it lands (`_on_signal`)."""
+    with _signals_interrupt(), _on_signal(WHOLE_FILES):
+        _compose_and_run(config_name, task)
+
+
+def _compose_and_run(config_name: str, task) -> None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     from grpo_robot.config.errors import hydra_error_line

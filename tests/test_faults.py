@@ -679,6 +679,47 @@ def test_a_signal_during_collection_or_evaluation_ends_it_in_one_line(tmp_path):
     assert not (tmp_path / "d.npz").exists() and not (tmp_path / "e.json").exists()
 
 
+def test_a_signal_while_a_command_builds_its_env_ends_it_in_one_line_with_nothing_left(tmp_path):
+    """train.py, evaluate.py and pretrain_bc.py ended on a Ctrl-C that came while they loaded a
+    checkpoint or built their env, before their signal guards, with a 50-line KeyboardInterrupt
+    traceback (train.py also left its new run directory behind), and on a SIGTERM there without a
+    word. Each now says what stopped it and that nothing was written, and leaves nothing."""
+    slow = "env.entry_point=toy_envs:SlowToBuild"
+    toy = ["env=gym", slow, "env.horizon=10"]
+    cfg = compose_train_config(*GYM_TINY, slow, "iterations=1")
+    Trainer(cfg, tmp_path / "run").run()  # $TOY_BUILDING unset here: it builds at once
+    assert run_main("collect_demos", *toy, "demos.expert=toy_envs:point_expert", "demos.episodes=3",
+                    f"output={tmp_path / 'd.npz'}").code == 0  # fmt: skip
+    run_dir = tmp_path / "runs" / "new"
+    commands = {  # -> its arguments, the signal, the words after "stopped by <signal>"
+        "train": ([*GYM_TINY, slow, f"hydra.run.dir={rundir.override_value(run_dir)}"],
+                  signal.SIGINT, "before training started; nothing written"),
+        "evaluate": ([f"checkpoint={tmp_path / 'run'}", "n_seeds=10", f"output={tmp_path / 'e.json'}"],
+                     signal.SIGTERM, "before the evaluation started; nothing written"),
+        "pretrain_bc": ([f"dataset={tmp_path / 'd.npz'}", f"output={tmp_path / 'bc.pt'}"],
+                        signal.SIGINT, "before behaviour cloning started; nothing saved"),
+        "collect_demos": ([*toy, "demos.expert=toy_envs:point_expert", f"output={tmp_path / 'd2.npz'}"],
+                          signal.SIGTERM, "while collecting; nothing written"),  # it builds its env in its guard
+    }  # fmt: skip
+    procs = {}
+    for name, (args, _, _) in commands.items():
+        env = {**os.environ, "TOY_BUILDING": str(tmp_path / f"{name}.building"),
+               "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}  # fmt: skip
+        procs[name] = subprocess.Popen([sys.executable, str(ROOT / "scripts" / f"{name}.py"), *args], cwd=tmp_path,
+                                       env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    for name, proc in procs.items():
+        wait_for(tmp_path / f"{name}.building", proc)  # created as the env's build starts; the build takes a minute
+        proc.send_signal(commands[name][1])
+    for name, proc in procs.items():
+        _, err = proc.communicate(timeout=50)  # before the build's minute is out: the signal ended it
+        _, signum, words = commands[name]
+        lines = [line for line in err.splitlines() if line.strip() and "Warning" not in line]
+        assert proc.returncode == 128 + signum and lines == [f"error: stopped by {signum.name} {words}"], (
+            name, proc.returncode, err[-2000:])  # fmt: skip
+    assert not run_dir.exists() and not (tmp_path / "runs").exists()
+    assert not any((tmp_path / f).exists() for f in ("e.json", "bc.pt", "d2.npz"))
+
+
 def test_a_resumed_runs_last_line_gives_the_runs_seconds_beside_the_runs_counts(tmp_path):
     """It printed the whole run's iterations and env steps beside this process's seconds: a rate
     about twice the real one after a resume at half-way."""

@@ -796,3 +796,16 @@ class Bounded(PointReach):
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.action_space = gym.spaces.Box(-self.HIGH, self.HIGH, (2,), np.float32)
+
+
+class SlowToBuild(PointReach):
+    """When `$TOY_BUILDING` names a file that does not exist yet, its first build in this process
+    creates it and then takes a minute: a test's sign that the command is building its env, before
+    any work (a signal sent then lands in the build)."""
+
+    def __init__(self, **kwargs):
+        mark = os.environ.get("TOY_BUILDING")
+        if mark and not os.path.exists(mark):
+            open(mark, "w").close()
+            time.sleep(60)
+        super().__init__(**kwargs)
