@@ -720,6 +720,25 @@ def test_a_signal_while_a_command_builds_its_env_ends_it_in_one_line_with_nothin
     assert not any((tmp_path / f).exists() for f in ("e.json", "bc.pt", "d2.npz"))
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_a_command_composes_its_config_is_one_line_and_the_handlers_come_back(monkeypatch, signum):
+    """Outside the stretches that name their own words, a signal ends a command in one line that
+    says its files are whole; the process's own handlers are back afterwards (SIGTERM's default
+    would otherwise end this test process)."""
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    prepared = cli.prepared_overrides
+
+    def signalled(*args, **kwargs):
+        os.kill(os.getpid(), signum)  # the handler raises here, on the main thread
+        return prepared(*args, **kwargs)
+
+    monkeypatch.setattr(cli, "prepared_overrides", signalled)
+    out = run_main("evaluate", "checkpoint=nowhere.pt")
+    assert out.code == 128 + signum and out.error_lines == [f"error: stopped by {signum.name} {cli.WHOLE_FILES}"], (
+        out.code, out.stderr)  # fmt: skip
+    assert {s: signal.getsignal(s) for s in before} == before
+
+
 def test_a_resumed_runs_last_line_gives_the_runs_seconds_beside_the_runs_counts(tmp_path):
     """It printed the whole run's iterations and env steps beside this process's seconds: a rate
     about twice the real one after a resume at half-way."""
