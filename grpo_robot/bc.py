@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from grpo_robot import checkpoint
-from grpo_robot.config import BCConfig, DemoConfig, PolicyConfig, TrainConfig, config_dict, policy_kwargs
+from grpo_robot.config import BCConfig, DemoConfig, EnvConfig, PolicyConfig, TrainConfig, config_dict, policy_kwargs
 from grpo_robot.demos import DemoDataset
 from grpo_robot.policies import GaussianPolicy, Policy, TokenizedPolicy, build_policy
 from grpo_robot.update import TrainingDiverged
@@ -235,12 +235,13 @@ def fit_free_std(policy: Policy, obs: torch.Tensor, raw: torch.Tensor) -> None:
 
 def clone(
     data: DemoDataset, policy_cfg: PolicyConfig, cfg: BCConfig, device: torch.device | str = "cpu",
-    deadline: float | None = None, task: str | None = None,
+    deadline: float | None = None, env: EnvConfig | str | None = None,
 ) -> tuple[Policy, BCResult]:
-    """A new policy of `policy_cfg` (mirrored as the built-in `task` declares, under `policy.mirror`),
-    initialized from `cfg.seed` (null: 0), behaviour-cloned on `data`."""
+    """A new policy of `policy_cfg` (under `policy.mirror`, mirrored as `env`, its config or a
+    built-in task's name, declares), initialized from `cfg.seed` (null: 0), behaviour-cloned on
+    `data`."""
     torch.manual_seed(0 if cfg.seed is None else cfg.seed)
-    kwargs = policy_kwargs(policy_cfg, task)
+    kwargs = policy_kwargs(policy_cfg, env)
     policy = build_policy(policy_cfg.type, data.obs_dim, data.action_dim, **kwargs)
     return policy, behaviour_clone(policy.to(device), data, cfg, device, deadline)
 
@@ -293,7 +294,7 @@ def pretrain_stage(cfg: TrainConfig, run_dir: Path, demos: DemoDataset | None, d
             data, stats = collect_expert_demos(cfg.env, d.expert, d.episodes, d.noise, d.seed, d.max_attempts)
         demos_path, collect_stats = data.save(run_dir / "demos.npz"), stats.to_json()
         checkpoint.write_text_atomic(run_dir / "demos.json", json.dumps(collect_stats, indent=1))
-    policy, result = clone(data, cfg.policy, bc_cfg, device, deadline, cfg.env.task)
+    policy, result = clone(data, cfg.policy, bc_cfg, device, deadline, cfg.env)
     bc_eval = adopt(policy)
     record = checkpoint_from_bc(policy, cfg, str(demos_path), result, bc_eval, data.identity)
     checkpoint.save_atomic(record, run_dir / "bc.pt")

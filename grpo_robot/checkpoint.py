@@ -610,7 +610,7 @@ def _check_policy_type(record: dict[str, Any], cfg, where: str) -> None:
 def _check_architecture(record: dict[str, Any], cfg, where: str) -> None:
     from grpo_robot.config import policy_kwargs
 
-    mine, theirs = policy_kwargs(cfg.policy, cfg.env.task), _full_kwargs(record["type"], record["kwargs"])
+    mine, theirs = policy_kwargs(cfg.policy, cfg.env), _full_kwargs(record["type"], record["kwargs"])
     if isinstance(theirs, dict) and bool(theirs.get("mirror")) != bool(mine.get("mirror")):
         # a mirrored policy's weights read the canonical frame's observations, another's the world's
         raise CheckpointError(f"{where} was trained with policy.mirror={str(bool(theirs.get('mirror'))).lower()}, "

@@ -566,7 +566,7 @@ def _pretrain_bc(cfg: DictConfig) -> None:
         device = resolve_device(cfg.device)
     try:
         with SignalGuard() as guard, guard.abandonable():  # Ctrl-C or SIGTERM: one line, not a traceback
-            policy, result = clone(data, policy_cfg, bc_cfg, device, task=env_cfg.task)
+            policy, result = clone(data, policy_cfg, bc_cfg, device, env=env_cfg)
     except BCDiverged as err:
         _fail(str(err), code=1)
     except Interrupted as stop:

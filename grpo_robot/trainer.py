@@ -129,7 +129,7 @@ class Trainer:
             task = make_task(cfg.env.task)  # its expert makes demos, its potential shapes PPO's reward
 
         torch.manual_seed(cfg.seed)  # initial weights
-        kwargs = policy_kwargs(cfg.policy, cfg.env.task)
+        kwargs = policy_kwargs(cfg.policy, cfg.env)
         policy = build_policy(cfg.policy.type, self.env.obs_dim, self.env.action_dim, **kwargs).to(self.device)
         self.pretrained: dict[str, Any] | None = None  # how the initial policy was made: {"source", "eval", ...}
         # a resumed run takes its weights from its checkpoint: the files it started from need not exist now

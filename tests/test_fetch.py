@@ -121,20 +121,22 @@ def test_sac_her_reference_is_scored_like_grpo_robot_evaluation():
     ("FetchPickAndPlace-v4", "fetch_pick_and_place_bc_mirror", "pick_and_place"),
 ])  # fmt: skip
 def test_fetch_push_is_its_own_mirror_image_under_the_presets_axes(env_id, experiment, expert):
-    """experiment=fetch_push_bc_mirror's axis describes FetchPush (and the pick-and-place preset's
-    FetchPickAndPlace): from a start and from its reflection about y = 0.7491 (the block and the
-    goal reflected), with reflected actions, the two worlds stay each other's reflection to within
-    a millimetre under random motion, and the scripted expert ends alike from both (contacts then
-    part the block's paths by centimetres, as on the built-in tasks)."""
+    """The axis that experiment=fetch_push_bc_mirror's policy takes from conf/env/fetch_push.yaml
+    describes FetchPush (and the pick-and-place preset's FetchPickAndPlace): from a start and from
+    its reflection about y = 0.7491 (the block and the goal reflected), with reflected actions,
+    the two worlds stay each other's reflection to within a millimetre under random motion, and
+    the scripted expert ends alike from both (contacts then part the block's paths by
+    centimetres, as on the built-in tasks)."""
     import gymnasium as gym
     import gymnasium_robotics
 
-    from grpo_robot.config.schema import normal_axis, plain
+    from grpo_robot.config import policy_kwargs
     from grpo_robot.experts import fetch
     from grpo_robot.symmetry import reflection
 
     push = getattr(fetch, expert)
-    axis = normal_axis(plain(preset(f"experiment={experiment}").policy.mirror_axes)[0])
+    cfg = preset(f"experiment={experiment}")
+    axis = policy_kwargs(cfg.policy, cfg.env)["mirror"][0]  # the env config's own (env.mirror_axes)
     perm, sign, offset = reflection(axis, 28)
     action_perm, action_sign, _ = reflection(axis, 4, actions=True)
     center = axis["center"][0]

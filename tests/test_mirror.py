@@ -16,7 +16,15 @@ from test_train import resume_matches_straight_run, small_config
 
 from grpo_robot.batched import BatchedEnv
 from grpo_robot.checkpoint import CheckpointError, initial_policy_weights
-from grpo_robot.config import ConfigError, EnvConfig, PolicyConfig, TrainConfig, policy_kwargs, validate
+from grpo_robot.config import (
+    ConfigError,
+    EnvConfig,
+    PolicyConfig,
+    TrainConfig,
+    policy_kwargs,
+    unused_settings,
+    validate,
+)
 from grpo_robot.deploy import load_policy
 from grpo_robot.envs import TASKS, make_task
 from grpo_robot.envs.task import FULLPHYSICS
@@ -224,11 +232,12 @@ def test_mirror_is_refused_where_it_cannot_apply(tmp_path):
     with pytest.raises(ConfigError) as err:
         validate(gym)
     assert str(err.value) == ("policy.mirror=True is invalid: needs the env's mirror symmetries: env.id=Pendulum-v1 is "
-                              "not a built-in task, so give them as policy.mirror_axes=[{key: [i, j], obs: [...], "
-                              "action: [...]}, ...] (docs/custom_envs.md)")
+                              "not a built-in task, so declare them in its env config, env.mirror_axes=[{key: [i, j], "
+                              "obs: [...], action: [...]}, ...], or give them as policy.mirror_axes "
+                              "(docs/custom_envs.md)")  # fmt: skip
     assert "\n" not in str(err.value)
-    with pytest.raises(ValueError, match="needs a built-in env.task, which declares its mirror symmetries, or "
-                                         "policy.mirror_axes for another env"):  # fmt: skip
+    with pytest.raises(ValueError, match="needs a built-in env.task, which declares its mirror symmetries, or the "
+                                         "env's own as env.mirror_axes or policy.mirror_axes"):  # fmt: skip
         policy_kwargs(cfg.policy, None)
     # a checkpoint of the other kind: its weights read the other frame
     plain = small_config(iterations=1)
@@ -320,9 +329,51 @@ def test_a_gymnasium_env_takes_its_axes_from_the_config(tmp_path):
         Trainer(far, tmp_path / "far")
 
 
+def test_an_env_config_declares_its_axes_and_policy_mirror_axes_replaces_them(tmp_path):
+    """`env.mirror_axes` (conf/env/<yours>.yaml) declares the env's symmetry once, so that
+    `policy.mirror=true` is all a run needs, as on a built-in task; `policy.mirror_axes` replaces
+    it for a run, which is reported. Without `policy.mirror` the declaration does nothing."""
+    env = EnvConfig(task=None, entry_point="toy_envs:PointReach", horizon=40, mirror_axes=POINT_AXES)
+    cfg = small_config(env=env, policy=PolicyConfig(hidden_sizes=[32, 32], mirror=True), iterations=1)
+    validate(cfg)
+    assert unused_settings(cfg) == []
+    trainer = Trainer(cfg, tmp_path / "declared")
+    trainer.run()
+    assert trainer.policy.init_kwargs()["mirror"] == POINT_AXES
+    obs = torch.rand(64, 4) - 0.5
+    with torch.no_grad():
+        action = trainer.policy.sample(obs, None, True)[1]
+        reflected = trainer.policy.sample(obs * torch.tensor([-1.0, 1.0, -1.0, 1.0]), None, True)[1]
+    torch.testing.assert_close(reflected, action * torch.tensor([-1.0, 1.0]), atol=1e-6, rtol=0)
+    x_only = POINT_AXES[:1]
+    replaced = replace(cfg, policy=replace(cfg.policy, mirror_axes=x_only))
+    assert policy_kwargs(replaced.policy, replaced.env)["mirror"] == x_only
+    assert unused_settings(replaced) == ["policy.mirror_axes replaces the env's own env.mirror_axes for this run"]
+    off = replace(cfg, policy=replace(cfg.policy, mirror=False))
+    assert "mirror" not in policy_kwargs(off.policy, off.env) and unused_settings(off) == []
+
+
+@pytest.mark.parametrize("env,message", [
+    ({"mirror_axes": []}, "env.mirror_axes=[] is invalid: must be a non-empty list"),
+    ({"mirror_axes": [{"key": [0, 1, 2], "obs": [0], "action": [0]}]},
+     "env.mirror_axes[0].key=[0, 1, 2] is invalid: must name one or two observation entries"),
+    ({"task": "Reach", "entry_point": None, "mirror_axes": POINT_AXES},
+     "env.mirror_axes=[{'key': [2, 0], 'obs': [0, 2], 'action': [0]}, {'key': [3, 1], 'obs': [1, 3], 'action': [1]}] "
+     "is invalid: is for an env that is not a built-in task; env.task=Reach declares its own (Task.mirror_axes)"),
+])  # fmt: skip
+def test_bad_env_mirror_axes_are_refused_by_every_command_even_without_the_mirror(env, message):
+    """`validate_env` checks them: training, demos and cloning alike, whether or not this run mirrors."""
+    from grpo_robot.config.validate import validate_env
+
+    cfg = EnvConfig(**{"task": None, "entry_point": "toy_envs:PointReach", "horizon": 40, **env})
+    with pytest.raises(ConfigError) as err:
+        validate_env(cfg)
+    assert str(err.value).startswith(message) and "\n" not in str(err.value)
+
+
 @pytest.mark.parametrize("policy,message", [
     ({"mirror": True}, "policy.mirror=True is invalid: needs the env's mirror symmetries: env.entry_point="
-                       "toy_envs:PointReach is not a built-in task, so give them as policy.mirror_axes"),
+                       "toy_envs:PointReach is not a built-in task, so declare them in its env config"),
     ({"mirror": True, "mirror_axes": []}, "policy.mirror_axes=[] is invalid: must be a non-empty list"),
     ({"mirror": True, "mirror_axes": [{"key": [0], "obs": [0]}]}, "policy.mirror_axes[0]={'key': [0], 'obs': [0]} is "
                                                                   "invalid: must be a non-empty list"),
@@ -548,7 +599,7 @@ def test_the_autoregressive_head_is_refused_axes_that_swap_actions():
                           mirror_axes=THRUSTER_AXES)  # fmt: skip
     with pytest.raises(ConfigError) as err:
         validate(small_config(env=env, policy=policy))
-    assert str(err.value) == ("policy.head='autoregressive' is invalid: must be factorized where policy.mirror_axes "
+    assert str(err.value) == ("policy.head='autoregressive' is invalid: must be factorized where the mirror axes "
                               "swap actions (swap_action): the autoregressive head decodes the dimensions in a fixed "
                               "order")
     with pytest.raises(ValueError, match="need head=factorized: the autoregressive head decodes"):

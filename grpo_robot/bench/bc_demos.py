@@ -76,7 +76,7 @@ def refit_pairs(experiment: str, seeds: Sequence[int], n_eval: int, overrides: S
         env = make_eval_env(cfg, n_eval)
         record = {"experiment": experiment, "seed": seed, "episodes": data.n_episodes}
         for name, refit in (("split", False), ("refit", True)):
-            policy, result = clone(data, cfg.policy, dataclasses.replace(bc, refit=refit), task=cfg.env.task)
+            policy, result = clone(data, cfg.policy, dataclasses.replace(bc, refit=refit), env=cfg.env)
             evaluation = evaluate(env, policy, eval_seeds(n_eval), torch.device("cpu"))
             steps = result.refit_steps if refit else result.best_step  # 0: the refit fell back to the split fit
             record[name] = {"steps": steps, "successes": int(evaluation.success.sum()), "n": n_eval}

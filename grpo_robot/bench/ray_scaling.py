@@ -72,7 +72,7 @@ def measure(name: str, args: argparse.Namespace) -> dict[str, float]:
     cfg = compose_train_config(*overrides, *([f"env.horizon={horizon}"] if horizon else []))
     probe = make_env(cfg.env, 1)
     torch.manual_seed(0)
-    policy = build_policy(cfg.policy.type, probe.obs_dim, probe.action_dim, **policy_kwargs(cfg.policy, cfg.env.task))
+    policy = build_policy(cfg.policy.type, probe.obs_dim, probe.action_dim, **policy_kwargs(cfg.policy, cfg.env))
     probe.close()
     samplers: dict[str, GroupSampler] = {}
     threads = args.threads or sorted({1, max(args.workers)})

@@ -72,6 +72,10 @@ class EnvConfig:
     # seconds one world's reset or step may take: a slower one is a hung world (async: its process is
     # killed and replaced, the world failed; sync: the run saves and stops, a hung call cannot be interrupted)
     step_timeout_s: float = 60.0
+    # the env's mirror symmetries, in policy.mirror_axes's form (docs/custom_envs.md): declared
+    # with the env, so that policy.mirror=true is all a run on it needs; policy.mirror_axes, when
+    # given, replaces them. A built-in task declares its own (envs/task.py)
+    mirror_axes: list[Any] | None = None
 
 
 ENV_KEY_ALIASES = {"import": "imports"}  # config spelling -> field name (`import` is a Python keyword)
@@ -160,14 +164,14 @@ class PolicyConfig:
     options: dict[str, Any] = field(default_factory=dict)
 
 
-def policy_kwargs(cfg: PolicyConfig, task: str | None = None) -> dict[str, Any]:
+def policy_kwargs(cfg: PolicyConfig, env: EnvConfig | str | None = None) -> dict[str, Any]:
     """The constructor arguments of `cfg.type` taken from `cfg`; with `policy.mirror`, the mirror
-    axes of the built-in `task` (`env.task`). A policy registered by a plugin (`register_policy`)
-    gets those of `policy.`'s keys that its constructor takes (through the constructors it hands
-    `**kwargs` to)."""
+    axes of `env` (its config, or a built-in task's name: `mirror_axes`). A policy registered by a
+    plugin (`register_policy`) gets those of `policy.`'s keys that its constructor takes (through
+    the constructors it hands `**kwargs` to)."""
     common = dict(hidden_sizes=list(cfg.hidden_sizes), activation=cfg.activation, obs_norm=cfg.obs_norm)
     if cfg.mirror:
-        common["mirror"] = mirror_axes(cfg, task)
+        common["mirror"] = mirror_axes(cfg, env)
     gaussian = dict(common, init_std=cfg.init_std, state_dependent_std=cfg.state_dependent_std, squash=cfg.squash,
                     max_std=cfg.max_std, min_std=cfg.min_std)  # fmt: skip
     tokenized = dict(common, bins=cfg.bins, head=cfg.head, temperature=cfg.temperature, embed_dim=cfg.embed_dim,
@@ -181,15 +185,18 @@ def policy_kwargs(cfg: PolicyConfig, task: str | None = None) -> dict[str, Any]:
     return {**{k: v for k, v in {**gaussian, **tokenized}.items() if k in takes}, **dict(plain(cfg.options))}
 
 
-def mirror_axes(cfg: PolicyConfig, task: str | None) -> list[dict[str, Any]]:
-    """The mirror axes `policy.mirror=true` gives a policy: those the built-in `env.task=task`
-    declares (envs/task.py), else `policy.mirror_axes`."""
+def mirror_axes(cfg: PolicyConfig, env: EnvConfig | str | None) -> list[dict[str, Any]]:
+    """The mirror axes `policy.mirror=true` gives a policy: those a built-in task declares
+    (envs/task.py; `env` its config or its name), else `policy.mirror_axes`, else the env config's
+    own `env.mirror_axes`."""
+    task = env if isinstance(env, str) else getattr(env, "task", None)
     if task:
         return make_task(task).mirror_axes()
-    if not cfg.mirror_axes:
+    axes = cfg.mirror_axes if cfg.mirror_axes is not None else getattr(env, "mirror_axes", None)
+    if not axes:
         raise ValueError("policy.mirror=true needs a built-in env.task, which declares its mirror symmetries, or "
-                         "policy.mirror_axes for another env")  # fmt: skip
-    return [normal_axis(axis) for axis in plain(cfg.mirror_axes)]
+                         "the env's own as env.mirror_axes or policy.mirror_axes")  # fmt: skip
+    return [normal_axis(axis) for axis in plain(axes)]
 
 
 def normal_axis(axis: dict[str, Any]) -> dict[str, Any]:
@@ -242,6 +249,9 @@ def unused_settings(cfg: Any) -> list[str]:
 
     lines = unused_policy_settings(cfg.policy)
     pol = cfg.policy
+    env_axes = getattr(getattr(cfg, "env", None), "mirror_axes", None)
+    if pol.mirror and None not in (pol.mirror_axes, env_axes) and plain(pol.mirror_axes) != plain(env_axes):
+        lines.append("policy.mirror_axes replaces the env's own env.mirror_axes for this run")
     if (getattr(cfg, "pretrain", True) and cfg.bc.learn_std and pol.type == "tokenized" and not pol.learn_temperature
             and pol.bin_logits != "gaussian"):  # fmt: skip
         lines.append(f"bc.learn_std=true has no effect: policy.type=tokenized with learn_temperature=false and "

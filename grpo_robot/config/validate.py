@@ -347,10 +347,10 @@ def check_curriculum(cfg: TrainConfig) -> None:
 
 
 def check_mirror(pol: PolicyConfig, env: EnvConfig) -> None:
-    """`policy.mirror` needs the env's mirror symmetries (a built-in task's own, or
-    `policy.mirror_axes` for another env) and a policy class that takes them."""
+    """`policy.mirror` needs the env's mirror symmetries (a built-in task's own, or for another env
+    `policy.mirror_axes` or the env config's `env.mirror_axes`) and a policy class that takes them."""
     if pol.mirror_axes is not None:
-        _check_mirror_axes(pol.mirror_axes, env)
+        _check_mirror_axes(pol.mirror_axes, env, "policy.mirror_axes")
     if not pol.mirror:
         return
     from grpo_robot.config.schema import constructor_arguments, plain
@@ -363,32 +363,33 @@ def check_mirror(pol: PolicyConfig, env: EnvConfig) -> None:
                f"needs a task that declares its mirror symmetries ({', '.join(declared)}); {env_source(env)} "
                "declares none")  # fmt: skip
     else:
-        _check(bool(pol.mirror_axes), "policy.mirror", pol.mirror,
-               f"needs the env's mirror symmetries: {env_source(env)} is not a built-in task, so give them as "
-               "policy.mirror_axes=[{key: [i, j], obs: [...], action: [...]}, ...] (docs/custom_envs.md)")  # fmt: skip
-    axes = plain(pol.mirror_axes)
+        _check(bool(pol.mirror_axes or env.mirror_axes), "policy.mirror", pol.mirror,
+               f"needs the env's mirror symmetries: {env_source(env)} is not a built-in task, so declare them in its "
+               "env config, env.mirror_axes=[{key: [i, j], obs: [...], action: [...]}, ...], or give them as "
+               "policy.mirror_axes (docs/custom_envs.md)")  # fmt: skip
+    axes = plain(pol.mirror_axes if pol.mirror_axes is not None else env.mirror_axes)
     swaps_actions = isinstance(axes, list) and any(isinstance(axis, dict) and axis.get("swap_action") for axis in axes)
     _check(not (swaps_actions and pol.type == "tokenized" and pol.head == "autoregressive"), "policy.head", pol.head,
-           "must be factorized where policy.mirror_axes swap actions (swap_action): the autoregressive head decodes "
+           "must be factorized where the mirror axes swap actions (swap_action): the autoregressive head decodes "
            "the dimensions in a fixed order")  # fmt: skip
     if pol.type not in POLICIES.builtin and pol.type in POLICIES:  # a plugin's class (the built-in ones take them)
         _check("mirror" in constructor_arguments(POLICIES[pol.type]), "policy.mirror", pol.mirror,
                f"needs a policy class that takes mirror axes; policy.type={pol.type}'s constructor does not")
 
 
-def _check_mirror_axes(axes: Any, env: EnvConfig) -> None:
-    """`policy.mirror_axes`: for an env that is not a built-in task (which declares its own), axes
-    that pick a frame (grpo_robot/symmetry.py; their bounds are checked against the env's sizes
-    when the policy is built)."""
+def _check_mirror_axes(axes: Any, env: EnvConfig, key: str) -> None:
+    """`policy.mirror_axes` or `env.mirror_axes` (`key`): for an env that is not a built-in task
+    (which declares its own), axes that pick a frame (grpo_robot/symmetry.py; their bounds are
+    checked against the env's sizes when the policy is built)."""
     from grpo_robot.config.schema import plain
     from grpo_robot.symmetry import axes_problem
 
-    _check(not env.task, "policy.mirror_axes", axes, f"is for an env that is not a built-in task; {env_source(env)} "
-           "declares its own (Task.mirror_axes)")  # fmt: skip
+    _check(not env.task, key, axes, f"is for an env that is not a built-in task; {env_source(env)} declares its own "
+           "(Task.mirror_axes)")  # fmt: skip
     problem = axes_problem(plain(axes))
     if problem is not None:
         where, value, allowed = problem
-        _check(False, f"policy.mirror_axes{where}", value, allowed)
+        _check(False, f"{key}{where}", value, allowed)
 
 
 def policy_family(kind: str) -> str | None:
@@ -563,6 +564,8 @@ def validate_env(env: EnvConfig) -> None:
             "or env.entry_point (module:Class)"
         )
     check_values(env, "env.")
+    if env.mirror_axes is not None:
+        _check_mirror_axes(env.mirror_axes, env, "env.mirror_axes")
     if env.task:  # a built-in task is stepped by grpo_robot.batched, which has no use for these
         default = EnvConfig()
         for key in GYM_ONLY_ENV_KEYS:
