@@ -116,17 +116,23 @@ def test_sac_her_reference_is_scored_like_grpo_robot_evaluation():
     assert theirs == ours.rate
 
 
+def reach(obs, info=None):
+    """FetchReach's gripper straight to the goal, fingers still (for the symmetry test)."""
+    return np.append(np.clip(10.0 * (obs["desired_goal"] - obs["observation"][:3]), -1.0, 1.0), 0.0)
+
+
 @pytest.mark.parametrize(("env_id", "experiment", "expert"), [
     ("FetchPush-v4", "fetch_push_bc_mirror", "push"),
     ("FetchPickAndPlace-v4", "fetch_pick_and_place_bc_mirror", "pick_and_place"),
+    ("FetchReach-v4", "fetch_reach policy.mirror=true", None),
 ])  # fmt: skip
 def test_fetch_push_is_its_own_mirror_image_under_the_presets_axes(env_id, experiment, expert):
     """The axis that experiment=fetch_push_bc_mirror's policy takes from conf/env/fetch_push.yaml
-    describes FetchPush (and the pick-and-place preset's FetchPickAndPlace): from a start and from
-    its reflection about y = 0.7491 (the block and the goal reflected), with reflected actions,
-    the two worlds stay each other's reflection to within a millimetre under random motion, and
-    the scripted expert ends alike from both (contacts then part the block's paths by
-    centimetres, as on the built-in tasks)."""
+    describes FetchPush (and the pick-and-place preset's FetchPickAndPlace, and the one of
+    conf/env/fetch_reach.yaml FetchReach): from a start and from its reflection about y = 0.7491
+    (the block and the goal reflected), with reflected actions, the two worlds stay each other's
+    reflection to within a millimetre under random motion, and the scripted expert ends alike
+    from both (contacts then part the block's paths by centimetres, as on the built-in tasks)."""
     import gymnasium as gym
     import gymnasium_robotics
 
@@ -134,10 +140,11 @@ def test_fetch_push_is_its_own_mirror_image_under_the_presets_axes(env_id, exper
     from grpo_robot.experts import fetch
     from grpo_robot.symmetry import reflection
 
-    push = getattr(fetch, expert)
-    cfg = preset(f"experiment={experiment}")
+    push = reach if expert is None else getattr(fetch, expert)
+    cfg = preset(*f"experiment={experiment}".split())
     axis = policy_kwargs(cfg.policy, cfg.env)["mirror"][0]  # the env config's own (env.mirror_axes)
-    perm, sign, offset = reflection(axis, 28)
+    width = 13 if expert is None else 28
+    perm, sign, offset = reflection(axis, width)
     action_perm, action_sign, _ = reflection(axis, 4, actions=True)
     center = axis["center"][0]
     gym.register_envs(gymnasium_robotics)
@@ -149,9 +156,10 @@ def test_fetch_push_is_its_own_mirror_image_under_the_presets_axes(env_id, exper
         a, b = gym.make(env_id).unwrapped, gym.make(env_id).unwrapped
         obs, _ = a.reset(seed=seed)
         b.reset(seed=seed)
-        block = b._utils.get_joint_qpos(b.model, b.data, "object0:joint").copy()
-        block[1] = 2 * center - block[1]
-        b._utils.set_joint_qpos(b.model, b.data, "object0:joint", block)
+        if expert is not None:  # the block
+            block = b._utils.get_joint_qpos(b.model, b.data, "object0:joint").copy()
+            block[1] = 2 * center - block[1]
+            b._utils.set_joint_qpos(b.model, b.data, "object0:joint", block)
         b.goal = b.goal * np.array([1.0, -1.0, 1.0]) + np.array([0.0, 2 * center, 0.0])
         mujoco.mj_forward(b.model, b.data)
         return a, b, obs
@@ -164,7 +172,9 @@ def test_fetch_push_is_its_own_mirror_image_under_the_presets_axes(env_id, exper
         obs, *_ = a.step(action)
         image, *_ = b.step(action_sign * action[action_perm])
         worst = max(worst, np.abs(flat(image) - (sign * flat(obs)[perm] + offset)).max())
-    assert worst < 1.2e-3, worst  # FetchPush 0.8 mm, FetchPickAndPlace 0.4 mm; a center 0.4 mm off gives 1.6 mm
+    assert flat(obs).shape == (width,)
+    # FetchPush 0.8 mm, FetchPickAndPlace 0.4 mm, FetchReach 0.9 mm; a center 0.4 mm off gives 1.6 mm
+    assert worst < 1.2e-3, worst
     alike = 0
     for seed in range(8):
         a, b, obs = pair(seed)
