@@ -307,14 +307,19 @@ def test_success_by_direction_reads_where_a_policy_fails(tmp_path, capsys):
 POINT_AXES = [{"key": [2, 0], "obs": [0, 2], "action": [0]}, {"key": [3, 1], "obs": [1, 3], "action": [1]}]
 
 
-def point_reach_config(**policy) -> TrainConfig:
-    env = EnvConfig(task=None, entry_point="toy_envs:PointReach", horizon=40)
+def point_reach_config(env_axes=None, **policy) -> TrainConfig:
+    env = EnvConfig(task=None, entry_point="toy_envs:PointReach", horizon=40, mirror_axes=env_axes)
     return small_config(env=env, policy=PolicyConfig(hidden_sizes=[32, 32], **policy), iterations=1)
 
 
-def test_a_gymnasium_env_takes_its_axes_from_the_config(tmp_path):
-    cfg = point_reach_config(mirror=True, mirror_axes=POINT_AXES)
+@pytest.mark.parametrize("declared", ["policy", "env"])
+def test_a_gymnasium_env_takes_its_axes_from_the_config(tmp_path, declared):
+    """From `policy.mirror_axes`, or from `env.mirror_axes`, declared once with the env (its
+    conf/env/<yours>.yaml), so that `policy.mirror=true` is all a run needs, as on a built-in task."""
+    cfg = (point_reach_config(mirror=True, mirror_axes=POINT_AXES) if declared == "policy"
+           else point_reach_config(env_axes=POINT_AXES, mirror=True))  # fmt: skip
     validate(cfg)
+    assert unused_settings(cfg) == []
     trainer = Trainer(cfg, tmp_path)
     trainer.run()
     assert trainer.policy.init_kwargs()["mirror"] == POINT_AXES
@@ -324,32 +329,21 @@ def test_a_gymnasium_env_takes_its_axes_from_the_config(tmp_path):
         reflected = trainer.policy.sample(obs * torch.tensor([-1.0, 1.0, -1.0, 1.0]), None, True)[1]
     torch.testing.assert_close(reflected, action * torch.tensor([-1.0, 1.0]), atol=1e-6, rtol=0)
     # an entry past the env's sizes is found when the policy is built, before training
-    far = point_reach_config(mirror=True, mirror_axes=[{"key": [4], "obs": [0, 4], "action": [0]}])
+    far = [{"key": [4], "obs": [0, 4], "action": [0]}]
+    far = point_reach_config(mirror=True, mirror_axes=far) if declared == "policy" else point_reach_config(far,
+                                                                                                          mirror=True)
     with pytest.raises(ValueError, match=r"mirror axes\[0\].key=\[4\] is invalid: must lie in \[0, 4\) for this env"):
         Trainer(far, tmp_path / "far")
 
 
-def test_an_env_config_declares_its_axes_and_policy_mirror_axes_replaces_them(tmp_path):
-    """`env.mirror_axes` (conf/env/<yours>.yaml) declares the env's symmetry once, so that
-    `policy.mirror=true` is all a run needs, as on a built-in task; `policy.mirror_axes` replaces
-    it for a run, which is reported. Without `policy.mirror` the declaration does nothing."""
-    env = EnvConfig(task=None, entry_point="toy_envs:PointReach", horizon=40, mirror_axes=POINT_AXES)
-    cfg = small_config(env=env, policy=PolicyConfig(hidden_sizes=[32, 32], mirror=True), iterations=1)
-    validate(cfg)
-    assert unused_settings(cfg) == []
-    trainer = Trainer(cfg, tmp_path / "declared")
-    trainer.run()
-    assert trainer.policy.init_kwargs()["mirror"] == POINT_AXES
-    obs = torch.rand(64, 4) - 0.5
-    with torch.no_grad():
-        action = trainer.policy.sample(obs, None, True)[1]
-        reflected = trainer.policy.sample(obs * torch.tensor([-1.0, 1.0, -1.0, 1.0]), None, True)[1]
-    torch.testing.assert_close(reflected, action * torch.tensor([-1.0, 1.0]), atol=1e-6, rtol=0)
+def test_policy_mirror_axes_replace_the_env_configs_own_and_the_declaration_alone_does_nothing():
+    cfg = point_reach_config(POINT_AXES, mirror=True)
     x_only = POINT_AXES[:1]
     replaced = replace(cfg, policy=replace(cfg.policy, mirror_axes=x_only))
     assert policy_kwargs(replaced.policy, replaced.env)["mirror"] == x_only
     assert unused_settings(replaced) == ["policy.mirror_axes replaces the env's own env.mirror_axes for this run"]
     off = replace(cfg, policy=replace(cfg.policy, mirror=False))
+    validate(off)
     assert "mirror" not in policy_kwargs(off.policy, off.env) and unused_settings(off) == []
 
 
