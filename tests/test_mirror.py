@@ -316,8 +316,11 @@ def point_reach_config(env_axes=None, **policy) -> TrainConfig:
 def test_a_gymnasium_env_takes_its_axes_from_the_config(tmp_path, declared):
     """From `policy.mirror_axes`, or from `env.mirror_axes`, declared once with the env (its
     conf/env/<yours>.yaml), so that `policy.mirror=true` is all a run needs, as on a built-in task."""
-    cfg = (point_reach_config(mirror=True, mirror_axes=POINT_AXES) if declared == "policy"
-           else point_reach_config(env_axes=POINT_AXES, mirror=True))  # fmt: skip
+
+    def config(axes):
+        return point_reach_config(mirror=True, **{"mirror_axes" if declared == "policy" else "env_axes": axes})
+
+    cfg = config(POINT_AXES)
     validate(cfg)
     assert unused_settings(cfg) == []
     trainer = Trainer(cfg, tmp_path)
@@ -329,9 +332,7 @@ def test_a_gymnasium_env_takes_its_axes_from_the_config(tmp_path, declared):
         reflected = trainer.policy.sample(obs * torch.tensor([-1.0, 1.0, -1.0, 1.0]), None, True)[1]
     torch.testing.assert_close(reflected, action * torch.tensor([-1.0, 1.0]), atol=1e-6, rtol=0)
     # an entry past the env's sizes is found when the policy is built, before training
-    far = [{"key": [4], "obs": [0, 4], "action": [0]}]
-    far = point_reach_config(mirror=True, mirror_axes=far) if declared == "policy" else point_reach_config(far,
-                                                                                                          mirror=True)
+    far = config([{"key": [4], "obs": [0, 4], "action": [0]}])
     with pytest.raises(ValueError, match=r"mirror axes\[0\].key=\[4\] is invalid: must lie in \[0, 4\) for this env"):
         Trainer(far, tmp_path / "far")
 
