@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from grpo_robot.config import TrainConfig, config_dict, migrate, to_train_config
+from grpo_robot.config import TrainConfig, config_dict, migrate, policy_kwargs, to_train_config
 from grpo_robot.rundir import shell_override
 
 # keys a resumed run may change: budgets, schedules of evaluation and saving, how evaluation acts
@@ -66,11 +66,26 @@ def resumed_config(saved: dict[str, Any], composed: dict[str, Any], touched: set
     return to_train_config(values)
 
 
+def mirror_in_effect(cfg: TrainConfig) -> list[dict[str, Any]] | None:
+    """The mirror axes `cfg`'s policy takes (`policy.mirror_axes`, else the env's own), or None
+    when it does not mirror. A run from before `env.mirror_axes` resumed with its preset, which
+    now declares the env's axes, mirrors as it did: the same axes, or none."""
+    if not cfg.policy.mirror:
+        return None
+    try:
+        return policy_kwargs(cfg.policy, cfg.env)["mirror"]
+    except ValueError:  # no axes at all: validation names it
+        return None
+
+
 def check_same_run(saved: dict[str, Any], cfg: TrainConfig, where: str) -> None:
     """`ValueError` when `cfg` differs from the checkpoint's config `saved` in a key that is not
     in `SAFE_KEYS`; the message names the key and both values."""
-    theirs = flatten(config_dict(to_train_config(migrate(saved))))
-    mine = flatten(config_dict(cfg))
+    theirs_cfg = to_train_config(migrate(saved))
+    theirs, mine = flatten(config_dict(theirs_cfg)), flatten(config_dict(cfg))
+    for flat, run in ((theirs, theirs_cfg), (mine, cfg)):  # where the axes are declared does not matter
+        flat.pop("env.mirror_axes", None)
+        flat["policy.mirror_axes"] = mirror_in_effect(run)
     if cfg.algo.lr_schedule == "linear":  # the rate decays over the budget: a new budget is another schedule
         for key in ("iterations", "max_env_steps"):
             if mine.get(key) != theirs.get(key):

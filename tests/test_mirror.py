@@ -348,6 +348,25 @@ def test_policy_mirror_axes_replace_the_env_configs_own_and_the_declaration_alon
     assert "mirror" not in policy_kwargs(off.policy, off.env) and unused_settings(off) == []
 
 
+def test_a_run_from_before_env_mirror_axes_resumes_with_its_preset_that_now_declares_them():
+    """A resumed run is compared on the mirror axes its policy takes, not on where they are
+    declared: a Fetch preset now declares the env's axes (env.mirror_axes), and a run saved
+    before, plain or mirrored by policy.mirror_axes, resumed with that preset on the command line
+    was refused for env.mirror_axes differing from None. Other axes are still refused."""
+    from grpo_robot.config import config_dict
+    from grpo_robot.resume import check_same_run
+
+    for mirror in (False, True):
+        old = config_dict(point_reach_config(mirror=mirror, mirror_axes=POINT_AXES if mirror else None))
+        del old["env"]["mirror_axes"]  # a config saved before the key
+        check_same_run(old, point_reach_config(POINT_AXES, mirror=mirror), "resume=old")
+    old = config_dict(point_reach_config(mirror=True, mirror_axes=POINT_AXES))
+    with pytest.raises(ValueError) as err:
+        check_same_run(old, point_reach_config(POINT_AXES[:1], mirror=True), "resume=old")
+    assert str(err.value).startswith(f"resume=old: policy.mirror_axes={POINT_AXES[:1]!r} differs from the run's "
+                                     f"policy.mirror_axes={POINT_AXES!r}; a resumed run keeps"), str(err.value)
+
+
 @pytest.mark.parametrize("env,message", [
     ({"mirror_axes": []}, "env.mirror_axes=[] is invalid: must be a non-empty list"),
     ({"mirror_axes": [{"key": [0, 1, 2], "obs": [0], "action": [0]}]},
