@@ -81,7 +81,12 @@ def _on_signal(doing: str, cleanup: Callable[[], str | None] | None = None) -> I
 
     try:
         yield
-    except Interrupted as stop:
+    except (Interrupted, SystemError) as err:
+        # a handler that raised inside a C extension's own signal check (Ray's `ray.get` while its
+        # workers start) comes out as a SystemError, the signal its cause (as in `SignalGuard`)
+        stop = err.__cause__ if isinstance(err, SystemError) else err
+        if not isinstance(stop, Interrupted):
+            raise
         _fail(f"stopped by {stop} {(cleanup() if cleanup else None) or doing}", code=128 + stop.signum)
 
 

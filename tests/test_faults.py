@@ -739,6 +739,20 @@ def test_a_signal_while_a_command_composes_its_config_is_one_line_and_the_handle
     assert {s: signal.getsignal(s) for s in before} == before
 
 
+def test_a_signal_that_comes_out_of_a_c_extension_as_its_cause_is_one_line_too(capsys):
+    """Ray's `ray.get` (a Ray run's workers starting, before the trainer's guard) runs the signal
+    handler in its own signal check and reports a SystemError whose cause is the handler's
+    `Interrupted`: that escaped as a traceback. Any other SystemError still raises."""
+    from grpo_robot.signals import Interrupted
+
+    with pytest.raises(SystemExit) as stop, cli._on_signal("before training started; nothing written"):
+        raise SystemError("<cyfunction get> returned a result with an exception set") from Interrupted(signal.SIGTERM)
+    assert stop.value.code == 143
+    assert capsys.readouterr().err == "error: stopped by SIGTERM before training started; nothing written\n"
+    with pytest.raises(SystemError, match="^other$"), cli._on_signal("anything"):
+        raise SystemError("other")
+
+
 def test_a_resumed_runs_last_line_gives_the_runs_seconds_beside_the_runs_counts(tmp_path):
     """It printed the whole run's iterations and env steps beside this process's seconds: a rate
     about twice the real one after a resume at half-way."""
