@@ -85,6 +85,7 @@ def check_same_run(saved: dict[str, Any], cfg: TrainConfig, where: str) -> None:
     theirs, mine = flatten(config_dict(theirs_cfg)), flatten(config_dict(cfg))
     for flat, run in ((theirs, theirs_cfg), (mine, cfg)):  # where the axes are declared does not matter
         flat.pop("env.mirror_axes", None)
+        flat.pop("env.mirror_obs_keys", None)
         flat["policy.mirror_axes"] = mirror_in_effect(run)
     if cfg.algo.lr_schedule == "linear":  # the rate decays over the budget: a new budget is another schedule
         for key in ("iterations", "max_env_steps"):

@@ -367,6 +367,27 @@ def test_a_run_from_before_env_mirror_axes_resumes_with_its_preset_that_now_decl
                                      f"policy.mirror_axes={POINT_AXES!r}; a resumed run keeps"), str(err.value)
 
 
+def test_the_env_configs_axes_are_refused_for_another_observation_layout():
+    """`env.mirror_obs_keys` names the `env.obs_keys` that `env.mirror_axes` count their entries
+    in: with other obs_keys (reordered, or null: every key), the entries would name other
+    quantities and the policy would mirror the wrong ones, so the env's axes are refused; a
+    run's own `policy.mirror_axes` are taken for the layout they are given with."""
+    keys = ["observation", "desired_goal"]
+    env = EnvConfig(task=None, entry_point="toy_envs:PointReach", horizon=40, mirror_axes=POINT_AXES,
+                    mirror_obs_keys=keys, obs_keys=keys)  # fmt: skip
+    mirrored = PolicyConfig(hidden_sizes=[8], mirror=True)
+    validate(small_config(env=env, policy=mirrored))
+    for other in (keys[::-1], None):
+        moved = replace(env, obs_keys=other)
+        with pytest.raises(ConfigError) as err:
+            validate(small_config(env=moved, policy=mirrored))
+        assert str(err.value) == (f"env.obs_keys={other!r} is invalid: moves the observation entries that "
+                                  f"env.mirror_axes count in (they are for env.obs_keys={keys}): give "
+                                  "policy.mirror_axes for this layout, or keep env.obs_keys")  # fmt: skip
+        validate(small_config(env=moved, policy=replace(mirrored, mirror_axes=POINT_AXES[:1])))
+        validate(small_config(env=moved, policy=replace(mirrored, mirror=False)))
+
+
 @pytest.mark.parametrize("env,message", [
     ({"mirror_axes": []}, "env.mirror_axes=[] is invalid: must be a non-empty list"),
     ({"mirror_axes": [{"key": [0, 1, 2], "obs": [0], "action": [0]}]},

@@ -76,6 +76,9 @@ class EnvConfig:
     # with the env, so that policy.mirror=true is all a run on it needs; policy.mirror_axes, when
     # given, replaces them. A built-in task declares its own (envs/task.py)
     mirror_axes: list[Any] | None = None
+    # the env.obs_keys whose flat observation mirror_axes count their entries in: a run with
+    # other obs_keys (another layout) is refused the env's axes. null: not checked
+    mirror_obs_keys: list[str] | None = None
 
 
 ENV_KEY_ALIASES = {"import": "imports"}  # config spelling -> field name (`import` is a Python keyword)

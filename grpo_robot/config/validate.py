@@ -367,6 +367,11 @@ def check_mirror(pol: PolicyConfig, env: EnvConfig) -> None:
                f"needs the env's mirror symmetries: {env_source(env)} is not a built-in task, so declare them in its "
                "env config, env.mirror_axes=[{key: [i, j], obs: [...], action: [...]}, ...], or give them as "
                "policy.mirror_axes (docs/custom_envs.md)")  # fmt: skip
+    if pol.mirror_axes is None and env.mirror_obs_keys is not None:  # the env's own axes, for its layout
+        _check(env.obs_keys is not None and list(env.obs_keys) == list(env.mirror_obs_keys), "env.obs_keys",
+               env.obs_keys, f"moves the observation entries that env.mirror_axes count in (they are for "
+               f"env.obs_keys={list(env.mirror_obs_keys)}): give policy.mirror_axes for this layout, or "
+               "keep env.obs_keys")  # fmt: skip
     axes = plain(pol.mirror_axes if pol.mirror_axes is not None else env.mirror_axes)
     swaps_actions = isinstance(axes, list) and any(isinstance(axis, dict) and axis.get("swap_action") for axis in axes)
     _check(not (swaps_actions and pol.type == "tokenized" and pol.head == "autoregressive"), "policy.head", pol.head,
@@ -548,7 +553,7 @@ _CALLABLE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 # the env keys only Gymnasium envs use (grpo_robot/gym_vector.py): set on a built-in task, refused
 GYM_ONLY_ENV_KEYS = ("kwargs", "imports", "success_key", "success_fn", "obs_keys", "vector", "group_start",
-                     "check_seeding", "step_timeout_s")  # fmt: skip
+                     "check_seeding", "step_timeout_s", "mirror_obs_keys")  # fmt: skip
 
 
 def validate_env(env: EnvConfig) -> None:
