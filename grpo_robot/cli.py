@@ -73,10 +73,22 @@ def _signals_interrupt() -> Iterator[None]:
             signal.signal(signum, handler)
 
 
+def _sweep_words() -> str:
+    """In a multirun's job: which job a signal stopped, and what of the sweep it leaves."""
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return ""
+    job = HydraConfig.get()
+    return (f" (the sweep stopped at its job {job.job.num}, {job.runtime.output_dir}: the jobs before it are "
+            "whole, the ones after it did not run)")  # fmt: skip
+
+
 @contextmanager
-def _on_signal(doing: str, cleanup: Callable[[], str | None] | None = None) -> Iterator[None]:
+def _on_signal(doing: str, cleanup: Callable[[], str | None] | None = None, job: bool = True) -> Iterator[None]:
     """A signal in the block ends the command with one line, `stopped by SIGINT <doing>`, and exit
-    code 128 + its number; `cleanup` runs first and may return other words for `doing`."""
+    code 128 + its number; `cleanup` runs first and may return other words for `doing`. `job`: the
+    block is a job's (in a multirun, the line names it and says what of the sweep is left)."""
     from grpo_robot.signals import Interrupted
 
     try:
@@ -87,7 +99,8 @@ def _on_signal(doing: str, cleanup: Callable[[], str | None] | None = None) -> I
         stop = err.__cause__ if isinstance(err, SystemError) else err
         if not isinstance(stop, Interrupted):
             raise
-        _fail(f"stopped by {stop} {(cleanup() if cleanup else None) or doing}", code=128 + stop.signum)
+        words = (cleanup() if cleanup else None) or doing
+        _fail(f"stopped by {stop} {words}{_sweep_words() if job else ''}", code=128 + stop.signum)
 
 
 # the config keys the command line's overrides changed (set by `_run` when it composes the config)
@@ -1053,7 +1066,7 @@ def _run(config_name: str, task) -> None:
     line and exit code 2 before Hydra creates any directory; a training run then claims and locks
     its run directory (grpo_robot/rundir.py). Hydra's own flags (--help, --cfg, ...) skip this.
     Ctrl-C or SIGTERM ends the command in one line wherever it lands (`_on_signal`)."""
-    with _signals_interrupt(), _on_signal(WHOLE_FILES):
+    with _signals_interrupt(), _on_signal(WHOLE_FILES, job=False):
         _compose_and_run(config_name, task)
 
 

@@ -753,6 +753,31 @@ def test_a_signal_that_comes_out_of_a_c_extension_as_its_cause_is_one_line_too(c
         raise SystemError("other")
 
 
+def test_a_signal_in_a_multiruns_later_job_names_the_job_and_keeps_the_jobs_before_it(tmp_path, monkeypatch):
+    """Ctrl-C while the second job of `-m seed=0,1,2` builds its env: the line said "nothing
+    written" though the first job's run was whole on disk, and nothing of the third job."""
+    import grpo_robot.trainer as trainer_module
+
+    built, make_env = [], trainer_module.make_env
+
+    def signalled(*args, **kwargs):
+        built.append(1)
+        if len(built) == 2:
+            os.kill(os.getpid(), signal.SIGINT)  # the second job's env, as it is built
+        return make_env(*args, **kwargs)
+
+    monkeypatch.setattr(trainer_module, "make_env", signalled)
+    monkeypatch.chdir(tmp_path)
+    sweep = tmp_path / "sweep"
+    out = run_main("train", "-m", *GYM_TINY, "env.entry_point=toy_envs:PointReach", "iterations=1", "seed=0,1,2",
+                   f"hydra.sweep.dir={sweep}")  # fmt: skip
+    assert out.code == 130 and out.error_lines == [
+        f"error: stopped by SIGINT before training started; nothing written (the sweep stopped at its job 1, "
+        f"{sweep / 'seed=1'}: the jobs before it are whole, the ones after it did not run)"], out.stderr
+    assert (sweep / "seed=0" / "summary.json").exists() and len(built) == 2
+    assert not (sweep / "seed=1").exists() and not (sweep / "seed=2").exists()
+
+
 def test_a_resumed_runs_last_line_gives_the_runs_seconds_beside_the_runs_counts(tmp_path):
     """It printed the whole run's iterations and env steps beside this process's seconds: a rate
     about twice the real one after a resume at half-way."""
