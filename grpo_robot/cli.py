@@ -266,54 +266,61 @@ def _stop_reason(stopped: str | None, cfg: TrainConfig) -> str:
     return ""
 
 
-def _evaluate(cfg: DictConfig) -> None:
-
+def _evaluation_setup(cfg: DictConfig):
+    """evaluate.py's checkpoint, its env (and the env that films, with `video`) and its policy, each
+    checked: (path, device, ckpt, train_cfg, policy, env, film_env), or one line and exit 2."""
     from grpo_robot import checkpoint
     from grpo_robot.config.validate import validate_eval
     from grpo_robot.device import resolve_device
     from grpo_robot.environment import make_eval_env
+
+    try:
+        validate_eval(cfg)
+        path = checkpoint.resolve(cfg.checkpoint)
+        device = resolve_device(cfg.device)
+        ckpt = checkpoint.load(path, map_location=device, purpose="evaluate")
+        train_cfg: TrainConfig = to_train_config(ckpt["config"])
+        if cfg.outcome is not None:  # success judged otherwise than the run judged it
+            train_cfg = dataclasses.replace(train_cfg, env=dataclasses.replace(train_cfg.env, outcome=cfg.outcome))
+        validate_eval(cfg, train_cfg)  # n_seeds worlds of its env fit in memory
+        policy = checkpoint.policy_from_record(ckpt["policy"], device)
+        if cfg.decode is not None:
+            policy.decode = cfg.decode
+        worlds = cfg.worlds
+        if worlds is None and ckpt.get("kind") == "bc":  # its config's algo never chosen: pretrain_bc.py's worlds
+            worlds = PretrainConfig.eval_worlds
+        env = make_eval_env(train_cfg, cfg.n_seeds, worlds=worlds)
+        try:  # the env as built now still observes what the policy was trained on
+            checkpoint.check_env(ckpt, train_cfg.env, f"checkpoint={path}", env)
+        except ValueError:
+            env.close()
+            raise
+    except (ValueError, FileNotFoundError) as err:
+        _fail(str(err))
+    film_env = None
+    if cfg.video:  # built, and rendering a frame, before the evaluation: an env that cannot film is refused first
+        from grpo_robot import video
+
+        try:
+            filmed = train_cfg if not cfg.video_kwargs else dataclasses.replace(train_cfg, env=dataclasses.replace(
+                train_cfg.env, kwargs={**train_cfg.env.kwargs, **OmegaConf.to_container(cfg.video_kwargs)}))
+            film_env = video.make_video_env(filmed, cfg.video)
+        except (ValueError, RuntimeError) as err:
+            env.close()
+            _fail(str(err))
+    return path, device, ckpt, train_cfg, policy, env, film_env
+
+
+def _evaluate(cfg: DictConfig) -> None:
+    from grpo_robot import checkpoint
     from grpo_robot.evaluation import eval_labels, evaluate
+    from grpo_robot.gym_vector import EnvFailure
     from grpo_robot.seeding import STREAM_EVAL, eval_seeds, stream_seed
+    from grpo_robot.signals import Interrupted, SignalGuard
 
     # a signal while the checkpoint loads or the envs are built: one line (the evaluation has its own guard)
     with _on_signal("before the evaluation started; nothing written"):
-        try:
-            validate_eval(cfg)
-            path = checkpoint.resolve(cfg.checkpoint)
-            device = resolve_device(cfg.device)
-            ckpt = checkpoint.load(path, map_location=device, purpose="evaluate")
-            train_cfg: TrainConfig = to_train_config(ckpt["config"])
-            if cfg.outcome is not None:  # success judged otherwise than the run judged it
-                train_cfg = dataclasses.replace(train_cfg, env=dataclasses.replace(train_cfg.env, outcome=cfg.outcome))
-            validate_eval(cfg, train_cfg)  # n_seeds worlds of its env fit in memory
-            policy = checkpoint.policy_from_record(ckpt["policy"], device)
-            if cfg.decode is not None:
-                policy.decode = cfg.decode
-            worlds = cfg.worlds
-            if worlds is None and ckpt.get("kind") == "bc":  # its config's algo never chosen: pretrain_bc.py's worlds
-                worlds = PretrainConfig.eval_worlds
-            env = make_eval_env(train_cfg, cfg.n_seeds, worlds=worlds)
-            try:  # the env as built now still observes what the policy was trained on
-                checkpoint.check_env(ckpt, train_cfg.env, f"checkpoint={path}", env)
-            except ValueError:
-                env.close()
-                raise
-        except (ValueError, FileNotFoundError) as err:
-            _fail(str(err))
-        from grpo_robot.gym_vector import EnvFailure
-        from grpo_robot.signals import Interrupted, SignalGuard
-
-        film_env = None
-        if cfg.video:  # built, and rendering a frame, before the evaluation: an env that cannot film is refused first
-            from grpo_robot import video
-
-            try:
-                filmed = train_cfg if not cfg.video_kwargs else dataclasses.replace(train_cfg, env=dataclasses.replace(
-                    train_cfg.env, kwargs={**train_cfg.env.kwargs, **OmegaConf.to_container(cfg.video_kwargs)}))
-                film_env = video.make_video_env(filmed, cfg.video)
-            except (ValueError, RuntimeError) as err:
-                env.close()
-                _fail(str(err))
+        path, device, ckpt, train_cfg, policy, env, film_env = _evaluation_setup(cfg)
     try:
         with SignalGuard() as guard, guard.abandonable():  # Ctrl-C or SIGTERM: one line, not a traceback
             result = evaluate(env, policy, eval_seeds(cfg.n_seeds, cfg.seeds), device, cfg.deterministic,
@@ -539,48 +546,57 @@ def _collect_demos(cfg: DictConfig) -> None:
     )
 
 
-def _pretrain_bc(cfg: DictConfig) -> None:
+def _pretrain_inputs(cfg: DictConfig):
+    """pretrain_bc.py's env config (given, or the one the .npz records), policy and BC settings,
+    the env to check the dataset against, and the dataset, each checked: (env_cfg, policy_cfg,
+    bc_cfg, train_cfg, env, data), or one line and exit 2."""
     from omegaconf import OmegaConf
 
-    from grpo_robot import checkpoint
-    from grpo_robot.bc import BCDiverged, checkpoint_from_bc, clone
     from grpo_robot.config import PolicyConfig, TrainConfig, env_config, validate_env
     from grpo_robot.config.store import env_config_dict
     from grpo_robot.config.validate import check_memory, check_mirror, validate_pretrain
     from grpo_robot.datasets import load_demos
     from grpo_robot.demos import DemoDataset
+    from grpo_robot.environment import make_env
+
+    try:
+        env_cfg = validate_pretrain(cfg)
+        policy_cfg: PolicyConfig = OmegaConf.to_object(cfg.policy)
+        bc_cfg = OmegaConf.to_object(cfg.bc)
+        if bc_cfg.seed is None:  # null: 0 here (training's null is the run's seed)
+            bc_cfg.seed = 0
+        if env_cfg is not None:
+            pass
+        elif str(cfg.dataset).endswith(".npz"):  # the env it records, with the settings given (+env.horizon=...)
+            given = OmegaConf.to_container(cfg.env, resolve=True) if cfg.env is not None else {}
+            recorded = env_config_dict(env_config(DemoDataset.load(cfg.dataset).env_config))
+            kwargs = {**(recorded.get("kwargs") or {}), **(given.get("kwargs") or {})}  # +env.kwargs.k=v adds
+            env_cfg = env_config({**recorded, **given, **({"kwargs": kwargs} if kwargs else {})})
+        else:
+            raise ConfigError(f"dataset={cfg.dataset}: say which env it is for, as training does (env=<preset> or "
+                              "env=gym env.id=...)")  # fmt: skip
+        validate_env(env_cfg)
+        check_mirror(policy_cfg, env_cfg)
+        train_cfg = TrainConfig(env=env_cfg, policy=policy_cfg, bc=bc_cfg, eval_seeds=max(cfg.eval_seeds, 1))
+        check_memory(train_cfg, eval_seeds=cfg.eval_seeds, eval_key="eval_seeds", train=False)  # the .npz's env too
+        env = make_env(env_cfg, 1)  # the spaces and layout the dataset must match
+        data = load_demos(cfg.dataset, env_cfg, env, key="dataset", filter_key=cfg.filter_key)
+    except (ValueError, FileNotFoundError) as err:
+        _fail(str(err))
+    return env_cfg, policy_cfg, bc_cfg, train_cfg, env, data
+
+
+def _pretrain_bc(cfg: DictConfig) -> None:
+    from grpo_robot import checkpoint
+    from grpo_robot.bc import BCDiverged, checkpoint_from_bc, clone
     from grpo_robot.device import resolve_device
-    from grpo_robot.environment import make_env, make_eval_env
+    from grpo_robot.environment import make_eval_env
     from grpo_robot.evaluation import evaluate
     from grpo_robot.seeding import eval_seeds
+    from grpo_robot.signals import Interrupted, SignalGuard
 
     with _on_signal("before behaviour cloning started; nothing saved"):  # the dataset loads, the env is built
-        try:
-            env_cfg = validate_pretrain(cfg)
-            policy_cfg: PolicyConfig = OmegaConf.to_object(cfg.policy)
-            bc_cfg = OmegaConf.to_object(cfg.bc)
-            if bc_cfg.seed is None:  # null: 0 here (training's null is the run's seed)
-                bc_cfg.seed = 0
-            if env_cfg is not None:
-                pass
-            elif str(cfg.dataset).endswith(".npz"):  # the env it records, with the settings given (+env.horizon=...)
-                given = OmegaConf.to_container(cfg.env, resolve=True) if cfg.env is not None else {}
-                recorded = env_config_dict(env_config(DemoDataset.load(cfg.dataset).env_config))
-                kwargs = {**(recorded.get("kwargs") or {}), **(given.get("kwargs") or {})}  # +env.kwargs.k=v adds
-                env_cfg = env_config({**recorded, **given, **({"kwargs": kwargs} if kwargs else {})})
-            else:
-                raise ConfigError(f"dataset={cfg.dataset}: say which env it is for, as training does (env=<preset> or "
-                                  "env=gym env.id=...)")  # fmt: skip
-            validate_env(env_cfg)
-            check_mirror(policy_cfg, env_cfg)
-            train_cfg = TrainConfig(env=env_cfg, policy=policy_cfg, bc=bc_cfg, eval_seeds=max(cfg.eval_seeds, 1))
-            check_memory(train_cfg, eval_seeds=cfg.eval_seeds, eval_key="eval_seeds", train=False)  # the .npz's env too
-            env = make_env(env_cfg, 1)  # the spaces and layout the dataset must match
-            data = load_demos(cfg.dataset, env_cfg, env, key="dataset", filter_key=cfg.filter_key)
-        except (ValueError, FileNotFoundError) as err:
-            _fail(str(err))
-        from grpo_robot.signals import Interrupted, SignalGuard
-
+        env_cfg, policy_cfg, bc_cfg, train_cfg, env, data = _pretrain_inputs(cfg)
         device = resolve_device(cfg.device)
     try:
         with SignalGuard() as guard, guard.abandonable():  # Ctrl-C or SIGTERM: one line, not a traceback
