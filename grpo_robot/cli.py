@@ -89,15 +89,13 @@ def _on_signal(doing: str, cleanup: Callable[[], str | None] | None = None, job:
     """A signal in the block ends the command with one line, `stopped by SIGINT <doing>`, and exit
     code 128 + its number; `cleanup` runs first and may return other words for `doing`. `job`: the
     block is a job's (in a multirun, the line names it and says what of the sweep is left)."""
-    from grpo_robot.signals import Interrupted
+    from grpo_robot.signals import Interrupted, interrupted_by
 
     try:
         yield
-    except (Interrupted, SystemError) as err:
-        # a handler that raised inside a C extension's own signal check (Ray's `ray.get` while its
-        # workers start) comes out as a SystemError, the signal its cause (as in `SignalGuard`)
-        stop = err.__cause__ if isinstance(err, SystemError) else err
-        if not isinstance(stop, Interrupted):
+    except (Interrupted, SystemError) as err:  # Ray's `ray.get` while its workers start: a SystemError
+        stop = interrupted_by(err)
+        if stop is None:
             raise
         words = (cleanup() if cleanup else None) or doing
         _fail(f"stopped by {stop} {words}{_sweep_words() if job else ''}", code=128 + stop.signum)

@@ -79,10 +79,18 @@ class SignalGuard:
         try:
             yield
         except SystemError as err:
-            # the handler raised inside a C extension's own signal check (Ray's `ray.wait` on a long
-            # draw), which reports "returned a result with an exception set", the signal its cause
-            if isinstance(err.__cause__, Interrupted):
-                raise err.__cause__ from None
+            stop = interrupted_by(err)
+            if stop is not None:
+                raise stop from None
             raise
         finally:
             self._abandonable = False
+
+
+def interrupted_by(err: BaseException) -> Interrupted | None:
+    """The signal `err` stands for, or None: an `Interrupted`, or a SystemError it caused, as a
+    handler that raised inside a C extension's own signal check (Ray's `ray.wait` or `ray.get`)
+    comes out ("returned a result with an exception set", the signal its cause)."""
+    if isinstance(err, Interrupted):
+        return err
+    return err.__cause__ if isinstance(err, SystemError) and isinstance(err.__cause__, Interrupted) else None
