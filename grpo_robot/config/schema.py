@@ -195,11 +195,17 @@ def mirror_axes(cfg: PolicyConfig, env: EnvConfig | str | None) -> list[dict[str
     task = env if isinstance(env, str) else getattr(env, "task", None)
     if task:
         return make_task(task).mirror_axes()
-    axes = cfg.mirror_axes if cfg.mirror_axes is not None else getattr(env, "mirror_axes", None)
+    axes = given_axes(cfg, env)
     if not axes:
         raise ValueError("policy.mirror=true needs a built-in env.task, which declares its mirror symmetries, or "
                          "the env's own as env.mirror_axes or policy.mirror_axes")  # fmt: skip
     return [normal_axis(axis) for axis in plain(axes)]
+
+
+def given_axes(cfg: PolicyConfig, env: EnvConfig | str | None) -> list[Any] | None:
+    """The mirror axes given in the config for an env that is not a built-in task: the run's
+    `policy.mirror_axes`, which replace the env config's own `env.mirror_axes`."""
+    return cfg.mirror_axes if cfg.mirror_axes is not None else getattr(env, "mirror_axes", None)
 
 
 def normal_axis(axis: dict[str, Any]) -> dict[str, Any]:

@@ -353,7 +353,7 @@ def check_mirror(pol: PolicyConfig, env: EnvConfig) -> None:
         _check_mirror_axes(pol.mirror_axes, env, "policy.mirror_axes")
     if not pol.mirror:
         return
-    from grpo_robot.config.schema import constructor_arguments, plain
+    from grpo_robot.config.schema import constructor_arguments, given_axes, plain
     from grpo_robot.envs import TASK_NAMES
     from grpo_robot.registry import POLICIES
 
@@ -363,7 +363,7 @@ def check_mirror(pol: PolicyConfig, env: EnvConfig) -> None:
                f"needs a task that declares its mirror symmetries ({', '.join(declared)}); {env_source(env)} "
                "declares none")  # fmt: skip
     else:
-        _check(bool(pol.mirror_axes or env.mirror_axes), "policy.mirror", pol.mirror,
+        _check(bool(given_axes(pol, env)), "policy.mirror", pol.mirror,
                f"needs the env's mirror symmetries: {env_source(env)} is not a built-in task, so declare them in its "
                "env config, env.mirror_axes=[{key: [i, j], obs: [...], action: [...]}, ...], or give them as "
                "policy.mirror_axes (docs/custom_envs.md)")  # fmt: skip
@@ -372,7 +372,7 @@ def check_mirror(pol: PolicyConfig, env: EnvConfig) -> None:
                env.obs_keys, f"moves the observation entries that env.mirror_axes count in (they are for "
                f"env.obs_keys={list(env.mirror_obs_keys)}): give policy.mirror_axes for this layout, or "
                "keep env.obs_keys")  # fmt: skip
-    axes = plain(pol.mirror_axes if pol.mirror_axes is not None else env.mirror_axes)
+    axes = plain(given_axes(pol, env))
     swaps_actions = isinstance(axes, list) and any(isinstance(axis, dict) and axis.get("swap_action") for axis in axes)
     _check(not (swaps_actions and pol.type == "tokenized" and pol.head == "autoregressive"), "policy.head", pol.head,
            "must be factorized where the mirror axes swap actions (swap_action): the autoregressive head decodes "
